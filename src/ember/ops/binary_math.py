@@ -283,8 +283,11 @@ lerp.reads_inputs((2,), (2,), (0, 1))
 
 @lerp.derivative
 def _(grad, x, end, weight, *, needs=(True, True, True)):
+    # a tensor weight only its own gradient needs comes saved as an InputMeta (_is_tensor)
+    grad_w = grad * conj_grad(end - x) if needs[2] and _is_tensor(weight) else None
+    if not (needs[0] or needs[1]):
+        return None, None, grad_w
     w = conj_grad(weight)
-    grad_w = grad * conj_grad(end - x) if needs[2] and _is_tensor_operand(weight) else None
     return (grad * (1 - w) if needs[0] else None, grad * w if needs[1] else None, grad_w)
 
 

@@ -14,7 +14,8 @@ from ember.ops.complex_ops import view_as_real
 
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_like", "step_count",
            "scalar_state", "scalar_dtype", "apply_updates", "scale_", "lr_of", "number_lr", "slot",
-           "root_plus", "real_view", "check_shapes", "stale_in"]
+           "root_plus", "real_view", "check_shapes", "stale_in", "uncounter",
+           "complex_message"]
 
 
 def scale_(x, factor):
@@ -248,28 +249,87 @@ def scalar_state(fill, fused=False, like=None):
         return _make(xp_of(like._data).full((), float(fill), scalar_dtype(fused)))
 
 
-def apply_updates(kernel, params, updates, update, *, differentiable=False, **hyper):
+def apply_updates(kernel, params, updates, update, *, differentiable=False, undo=None,
+                  whole=False, **hyper):
     """Apply each parameter's update (its arrays in ``updates``): on a GPU all at once
     through the fused ``kernel`` (``backend.device_kernel``), which may leave some; the rest,
     and everything on the CPU, through ``update(*arrays, **hyper)``. Parameters on several
     GPUs update GPU by GPU, each made current. Then bump each parameter's version.
     ``differentiable`` updates hold tensors: their in-place ops record a graph and bump
-    versions themselves."""
+    versions themselves. Where an update fails, ``undo(p)`` (a single-tensor step's) is called
+    for each parameter ``p`` after it: PyTorch counts a parameter's step just before its update
+    (``uncounter``), ember counted them all first. A complex parameter's error names its
+    shapes, not its real view's, where PyTorch's update works on it ``whole`` (SGD's), or
+    where the op that failed was the parameter's own (an error marked ``on_param``)."""
     if differentiable:
-        for arrays in updates:
-            update(*arrays, **hyper)
+        for i, arrays in enumerate(updates):
+            try:
+                update(*arrays, **hyper)
+            except Exception:
+                _undo_after(undo, params, i)
+                raise
         return
-    for elsewhere, chosen in _by_gpu(updates):
+    gpus = _by_gpu(updates)
+    for n, (elsewhere, chosen) in enumerate(gpus):
         with device_guard(elsewhere):
             fused = device_kernel(chosen[0][0], kernel)
             left = None if fused is None else fused(chosen, **hyper)
             for i in range(len(chosen)) if left is None else left:
                 try:
                     update(*chosen[i], **hyper)
-                except ValueError as error:
-                    raise _stale_state_error(error, chosen[i]) from None
+                except ValueError as error:     # (stale state: the kernel took none)
+                    k = _index(updates, chosen[i])
+                    _undo_after(undo, params, k, {id(u) for _, c in gpus[:n] for u in c},
+                                updates)
+                    stale = _stale_state_error(error, chosen[i])
+                    if params[k].is_complex() and (whole or getattr(error, "on_param", 0)):
+                        stale = complex_message(stale)
+                    raise stale from None
     for p in params:
         p._bump_version()
+
+
+def uncounter(states, group, keep=None):
+    """``apply_updates``' ``undo`` for a single-tensor step (None under ``foreach``, whose
+    list op counts every step first, as PyTorch's): a parameter's step count taken back, and
+    the state entries it changed before its update put back as ``keep[p]`` holds them
+    (NAdam's mu_product)."""
+    if group.get("foreach") or group.get("fused"):
+        return None
+
+    def undo(p):
+        state = states[p]
+        state["step"]._data -= 1
+        for key, old in (keep or {}).get(p, {}).items():
+            state[key]._data[...] = old
+    return undo
+
+
+def complex_message(error):
+    """PyTorch's error for an in-place op on a complex tensor from the one on its real view
+    (``output with shape [3, 2] ...`` names ``[3]``): other messages read alike either way."""
+    text = str(error)
+    head, sep, tail = text.partition("] doesn't match the broadcast shape [")
+    if not (sep and text.startswith("output with shape [") and head.endswith("2")
+            and tail.endswith("2]")):
+        return error
+    out, wide = head[len("output with shape ["):], tail[:-1]
+    out, wide = (", ".join(s.split(", ")[:-1]) for s in (out, wide))
+    return RuntimeError(f"output with shape [{out}] doesn't match the broadcast shape [{wide}]")
+
+
+def _undo_after(undo, params, i, done=(), updates=None):
+    """``undo`` each parameter after the ``i``-th, whose update failed, but those whose
+    update (by id in ``done``) went through on another GPU before it."""
+    if undo is not None:
+        for k in range(i + 1, len(params)):
+            if not done or id(updates[k]) not in done:
+                undo(params[k])
+
+
+def _index(updates, arrays):
+    """Where ``arrays`` lies in ``updates`` (by identity)."""
+    return next(i for i, u in enumerate(updates) if u is arrays)
 
 
 def _stale_state_error(error, arrays):

@@ -2,10 +2,11 @@
 
 import functools
 
+from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, slot, state_like,
-                                step_count)
+                                step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adadelta"]
@@ -48,7 +49,11 @@ class Adadelta(Optimizer):
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)
-            apply_updates("adadelta", params, updates, update,
+            if group["foreach"] and not group["differentiable"] and stale.is_stale(updates):
+                stale.adadelta(params, updates, lr=number_lr(group), rho=group["rho"],
+                               eps=group["eps"], weight_decay=group["weight_decay"])
+                continue
+            apply_updates("adadelta", params, updates, update, undo=uncounter(self.state, group),
                           differentiable=group["differentiable"], lr=number_lr(group),
                           rho=group["rho"], eps=group["eps"],
                           weight_decay=group["weight_decay"])
@@ -67,7 +72,11 @@ def _update(x, g, v, u, *, lr, rho, eps, weight_decay, foreach=False):
     delta = ((u + eps) ** 0.5) / ((v + eps) ** 0.5) * g
     u *= rho
     u += (1 - rho) * delta * delta
-    x -= lr * delta
+    try:
+        x -= lr * delta
+    except ValueError as error:     # PyTorch's op on a complex parameter itself
+        error.on_param = True
+        raise
 
 
 def _update_16(x, g, v, u, *, lr, rho, eps, weight_decay, foreach):

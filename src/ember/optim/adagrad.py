@@ -5,11 +5,12 @@ import functools
 import numpy as np
 
 from ember.backend import xp_of
+from ember.optim import _stale_foreach as stale
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, slot, state_like,
-                                step_count)
+                                step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 from ember.sparse._invariants import warn_if_implicit
 
@@ -73,7 +74,12 @@ class Adagrad(Optimizer):
             update = _update_graph if diff else _update_fused if group["fused"] else _update
             if group["foreach"] and not diff:
                 update = functools.partial(_update, foreach=True, maximize=group["maximize"])
+            if group["foreach"] and not diff and stale.is_stale(updates, (2,)):
+                stale.adagrad(params, updates, eps=group["eps"],
+                              weight_decay=group["weight_decay"])
+                continue
             apply_updates("adagrad", params, updates, update, differentiable=diff,
+                          undo=uncounter(self.state, group),
                           eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
 

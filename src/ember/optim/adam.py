@@ -7,11 +7,12 @@ import numpy as np
 
 from ember._tensor import Tensor
 from ember.backend import xp_of
+from ember.optim import _stale_foreach as stale
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_fused, check_tensor_lr
 from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, scale_, slot,
-                                state_like, step_count, value)
+                                state_like, step_count, value, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adam", "AdamW"]
@@ -64,7 +65,11 @@ class Adam(Optimizer):
             diff = group["differentiable"]
             update = (_update_graph if diff else _update_fused if group["fused"]
                       else _update_foreach if group["foreach"] else _update)
-            apply_updates("adam", params, updates, update, differentiable=diff, **hyper)
+            if group["foreach"] and not diff and stale.is_stale(updates, (2, 3, 4)):
+                stale.adam(params, updates, **hyper)
+                continue
+            apply_updates("adam", params, updates, update, differentiable=diff,
+                          undo=uncounter(self.state, group), **hyper)
         return loss
 
     def _moments(self, p, x, g, group):
@@ -93,6 +98,13 @@ def moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled):
             scale_(x, 1 - lr * weight_decay)
         else:
             g = g + weight_decay * x
+    if isinstance(m, Tensor):   # differentiable=True: PyTorch's in-place ops, which the
+        m.lerp_(g, 1 - beta1)   # graph names (lerp_, mul_, addcmul_; a learnable beta2's
+        if isinstance(beta2, Tensor) and beta2.requires_grad:   # weight through lerp_)
+            v.lerp_(g.square(), 1 - beta2)
+        else:
+            v.mul_(beta2).addcmul_(g, g, value=value(1 - beta2))
+        return g
     m += (1 - beta1) * (g - m)
     v *= beta2
     v += (1 - beta2) * g * g
@@ -154,9 +166,9 @@ def _update_graph(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, d
     if amsgrad:
         vmax.copy_(vmax.clone().maximum(v))
         v = vmax
-    step_size = lr / (1 - beta1 ** t)
-    denom = v.sqrt() / ((1 - beta2 ** t).sqrt() * step_size) + eps / step_size
-    x -= m.clone() / denom
+    step_size_neg = -(lr / (1 - beta1 ** t))    # PyTorch's form: the graph ends in addcdiv_
+    denom = v.sqrt() / ((1 - beta2 ** t).sqrt() * step_size_neg) + eps / step_size_neg
+    x.addcdiv_(m.clone(), denom)
 
 
 class AdamW(Adam):

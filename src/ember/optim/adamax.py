@@ -2,12 +2,14 @@
 
 import functools
 
+import ember
 from ember._tensor import Tensor
 from ember.backend import xp_of
+from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, slot, state_like,
-                                step_count)
+                                step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adamax"]
@@ -53,7 +55,11 @@ class Adamax(Optimizer):
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)
-            apply_updates("adamax", params, updates, update,
+            if group["foreach"] and not group["differentiable"] and stale.is_stale(updates):
+                stale.adamax(params, updates, lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+                             weight_decay=group["weight_decay"])
+                continue
+            apply_updates("adamax", params, updates, update, undo=uncounter(self.state, group),
                           differentiable=group["differentiable"], lr=lr, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"])
@@ -68,13 +74,22 @@ def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay, foreach=Fa
                           weight_decay=weight_decay, foreach=foreach)
     if weight_decay:
         g = g + weight_decay * x
+    if isinstance(u, Tensor):       # differentiable=True: PyTorch's ops (which the graph
+        _update_graph(x, g, m, u, coef, beta1=beta1, beta2=beta2, eps=eps)     # names)
+        return
     m += (1 - beta1) * (g - m)
     u *= beta2
-    if isinstance(u, Tensor):       # differentiable=True: out of place, then copied in
-        u.copy_(u.clone().maximum(g.abs() + eps))
-    else:
-        xp_of(u).maximum(u, abs(g) + eps, out=u)
+    xp_of(u).maximum(u, abs(g) + eps, out=u)
     x -= coef * m / u
+
+
+def _update_graph(x, g, m, u, coef, *, beta1, beta2, eps):
+    """Adamax's differentiable step as PyTorch's: the infinity norm the maximum of a stack
+    of the decayed norm and |g| + eps, copied in."""
+    m.lerp_(g, 1 - beta1)
+    norms = ember.cat([u.mul_(beta2).unsqueeze(0), (g.abs() + eps).unsqueeze(0)], 0)
+    u.copy_(ember.amax(norms, 0))
+    x.addcdiv_(m, u, value=-coef)
 
 
 def _update_16(x, g, m, u, coef, *, beta1, beta2, eps, weight_decay, foreach):

@@ -541,8 +541,14 @@ class ReduceLROnPlateau(LRScheduler):
                 _set_lr(group, new)
 
     def load_state_dict(self, state_dict):
-        """Restore the plateau detector's state."""
+        """Restore the plateau detector's state; its worst value follows the loaded mode
+        (checked, with the threshold mode, as at construction)."""
         self.__dict__.update(state_dict)
+        if self.mode not in ("min", "max"):
+            raise ValueError("mode " + self.mode + " is unknown!")
+        if self.threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + self.threshold_mode + " is unknown!")
+        self.mode_worse = math.inf if self.mode == "min" else -math.inf
 
 
 class SequentialLR(LRScheduler):

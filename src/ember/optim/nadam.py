@@ -2,10 +2,12 @@
 
 import functools
 
+from ember._tensor import Tensor
+from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, scalar_state, slot,
-                                state_like, step_count)
+                                state_like, step_count, uncounter)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -42,7 +44,7 @@ class NAdam(Optimizer):
             lr = lr_of(group)
             beta1, beta2 = group["betas"]
             psi = group["momentum_decay"]
-            params, updates = [], []
+            params, updates, kept = [], [], {}
             for p, x, g in grads_of(group, group["maximize"], "NAdam",
                                     graph=group["differentiable"]):
                 state = self.state[p]
@@ -53,22 +55,41 @@ class NAdam(Optimizer):
                 mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
                 mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
                 product = state["mu_product"]._data
+                kept[p] = {"mu_product": float(product)}
                 product *= mu               # a float32 running product, as PyTorch keeps it
-                mu_product = float(product)
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
                                 slot(state["exp_avg_sq"], group), 1 - beta2 ** t,
-                                lr * (1 - mu) / (1 - mu_product),
-                                lr * mu_next / (1 - mu_product * mu_next)))
+                                *_coefs(lr, mu, mu_next, product, group["differentiable"])))
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)
+            if group["foreach"] and not group["differentiable"] and stale.is_stale(updates):
+                stale.nadam(params, updates, [(self.state[p]["mu_product"]._data,
+                                               kept[p]["mu_product"]) for p in params],
+                            lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+                            weight_decay=group["weight_decay"],
+                            decoupled=group["decoupled_weight_decay"])
+                continue
             apply_updates("nadam", params, updates, update,
+                          undo=uncounter(self.state, group, kept),
                           differentiable=group["differentiable"], lr=lr, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],
                           decoupled=group["decoupled_weight_decay"])
         return loss
+
+
+def _coefs(lr, mu, mu_next, product, differentiable):
+    """(gradient's, average's) step coefficients; a differentiable step's as PyTorch's
+    tensor arithmetic rounds them, in the running product's dtype (float32): a number over
+    a tensor is the tensor's reciprocal times the number."""
+    if differentiable and not isinstance(lr, Tensor):
+        kind = product.dtype.type
+        return (float(kind(1.0) / (kind(1.0) - product) * kind(lr * (1.0 - mu))),
+                float(kind(1.0) / (kind(1.0) - product * kind(mu_next)) * kind(lr * mu_next)))
+    mu_product = float(product)
+    return lr * (1 - mu) / (1 - mu_product), lr * mu_next / (1 - mu_product * mu_next)
 
 
 def _update(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, beta2, eps,

@@ -196,7 +196,8 @@ class Optimizer:
                 ids.setdefault(id(p), len(ids))
             packed["params"] = [ids[id(p)] for p in group["params"]]
             groups.append(packed)
-        state = {ids[id(p)]: s for p, s in self.state.items() if id(p) in ids}
+        state = {ids[id(p)] if isinstance(p, Tensor) else p: s for p, s in self.state.items()
+                 if id(p) in ids or not isinstance(p, Tensor)}  # (a loaded id: as it came)
         state_dict = {"state": state, "param_groups": groups}
         for hook in list(self._optimizer_state_dict_post_hooks.values()):
             state_dict = _or(hook(self, state_dict), state_dict)
@@ -227,6 +228,8 @@ class Optimizer:
                 group = next((g for g in saved_groups if key in g["params"]), {})
                 hosted = group.get("capturable") or group.get("fused")     # step on p's device
                 self.state[p] = _cast_state(p, None, value, bool(hosted))
+            else:       # state of no parameter here: kept under its id, as PyTorch does
+                self.state[key] = value
         self.param_groups = [_loaded_group(ours, theirs)
                              for ours, theirs in zip(self.param_groups, saved_groups)]
         self._upgrade()
@@ -285,18 +288,21 @@ def _loaded_group(ours, theirs):
 
 
 def _cast_state(param, key, value, hosted=False):
-    """``value`` with its tensors on their parameter's dtype and device (step counts kept as
-    they are, or made float32 on the parameter's device where ``hosted``: a capturable or
-    fused group's), its containers rebuilt and everything else as given."""
+    """``value`` with its tensors on their parameter's device, and in its dtype where that
+    is floating-point, whatever theirs (integer, bool and complex state too, as PyTorch casts
+    them); step counts kept as they are, or made float32 on the parameter's device where
+    ``hosted`` (a capturable or fused group's). Containers are rebuilt, a list's items cast
+    as under no key (a list under ``step`` is no step count: PyTorch's rule), everything
+    else as given."""
     if isinstance(value, dict):
         return {k: _cast_state(param, k, v, hosted) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_cast_state(param, key, v, hosted) for v in value)
+        return type(value)(_cast_state(param, None, v, hosted) for v in value)
     if isinstance(value, Tensor) and key == "step" and hosted:
         return value.to(dtype=float32, device=param.device)
     if not isinstance(value, Tensor) or key == "step":
         return value
-    if value.is_floating_point() and param.is_floating_point():
+    if param.is_floating_point():
         return value.to(dtype=param.dtype, device=param.device)
     return value.to(device=param.device)
 

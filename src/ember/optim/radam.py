@@ -4,10 +4,11 @@ import functools
 import math
 
 from ember._tensor import Tensor
+from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, step_like, root_plus, slot,
-                                state_like, step_count, value)
+                                state_like, step_count, value, uncounter)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -69,7 +70,12 @@ class RAdam(Optimizer):
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)
-            apply_updates("radam", params, updates, update,
+            if group["foreach"] and not group["differentiable"] and stale.is_stale(updates):
+                stale.radam(params, updates, lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+                            weight_decay=group["weight_decay"],
+                            decoupled=group["decoupled_weight_decay"])
+                continue
+            apply_updates("radam", params, updates, update, undo=uncounter(self.state, group),
                           differentiable=group["differentiable"], lr=lr, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],

@@ -2,10 +2,11 @@
 
 import functools
 
+from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, slot, state_like,
-                                step_count)
+                                step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["RMSprop"]
@@ -45,7 +46,11 @@ class RMSprop(Optimizer):
                 updates.append((x, g) + self._averages(p, group))
             diff = group["differentiable"]
             update = _update_graph if diff else _update_foreach if group["foreach"] else _update
-            apply_updates("rmsprop", params, updates, update, differentiable=diff, **hyper)
+            if group["foreach"] and not diff and stale.is_stale(updates, (2, 3, 4)):
+                stale.rmsprop(params, updates, **hyper)
+                continue
+            apply_updates("rmsprop", params, updates, update, differentiable=diff,
+                          undo=uncounter(self.state, group), **hyper)
         return loss
 
     def _averages(self, p, group):

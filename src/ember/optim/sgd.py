@@ -10,7 +10,8 @@ from ember.backend import xp_of
 from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.autograd.grad_mode import no_grad
 from ember.optim._checks import check_fused, check_tensor_lr
-from ember.optim._state import apply_updates, check_shapes, grads_of, lr_of, slot, value
+from ember.optim._state import (apply_updates, check_shapes, complex_message, grads_of, lr_of,
+                                slot, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["SGD"]
@@ -71,9 +72,14 @@ class SGD(Optimizer):
             update = _update_foreach if group["foreach"] else _update
             if update is _update_foreach and not group["differentiable"] and any(
                     u[2] is not None and u[2].shape != u[0].shape for u in updates):
-                _stale_foreach(params, updates, **hyper)
+                try:
+                    _stale_foreach(params, updates, **hyper)
+                except RuntimeError as error:   # PyTorch's SGD works on complex tensors
+                    if any(p.is_complex() for p in params):     # whole (its messages name
+                        raise complex_message(error) from None  # no real views)
+                    raise
             else:
-                apply_updates("sgd", params, updates, update,
+                apply_updates("sgd", params, updates, update, whole=True,
                               differentiable=group["differentiable"], **hyper)
             for p, buf in new_buffers:      # kept only once the step went through, as PyTorch
                 self.state[p]["momentum_buffer"] = buf
@@ -121,8 +127,11 @@ def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov, 
     if weight_decay:
         g = g + weight_decay * x
     if momentum:
-        if first:       # PyTorch starts a differentiable buffer detached from the graph
-            b[...] = g.detach() if isinstance(g, Tensor) else g
+        if first:       # PyTorch starts a differentiable buffer detached from the graph,
+            if isinstance(b, Tensor):   # a fresh clone (at version 0: no write counted)
+                b._data[...] = g.detach()._data
+            else:
+                b[...] = g
         else:
             b *= momentum
             b += (1 - dampening) * g
@@ -215,13 +224,35 @@ def _plus_scaled(a, scale, b, out=None):
         a.dtype)
     # PyTorch's scalar loop rounds the scaled term first
     tail = a.size % TORCH_16_BIT_LANES if cpu else 0
-    if tail:
+    if cpu and a.size != b.size and min(a.size, b.size) > 1:   # (stale state: p.data = ...)
+        _row_tails(result, a, alpha, b)
+    elif tail:
         flat = result.reshape(-1)
         flat[-tail:] = a.reshape(-1)[-tail:] + alpha * b.reshape(-1)[-tail:]
     if out is None:
         return result
     out[...] = result
     return out
+
+
+def _row_tails(result, a, alpha, b):
+    """``_plus_scaled``'s scalar-loop tail where ``a`` and ``b`` broadcast: PyTorch's loop
+    runs row by row over the trailing dimensions neither broadcasts (the last one where one
+    does), each row's tail rounded as its scalar loop rounds."""
+    shape = result.shape
+    inner, k = 1, 1
+    while k <= len(shape) and all(len(s) >= k and s[-k] == shape[-k] for s in (a.shape,
+                                                                            b.shape)):
+        inner *= shape[-k]
+        k += 1
+    if k == 1:
+        inner = shape[-1] if shape else 1
+    tail = inner % TORCH_16_BIT_LANES
+    if not tail or not result.size:
+        return
+    rows = result.reshape(-1, inner)
+    wide_a, wide_b = (np.broadcast_to(t, shape).reshape(-1, inner) for t in (a, b))
+    rows[:, -tail:] = wide_a[:, -tail:] + alpha * wide_b[:, -tail:]
 
 
 def _scale(a, factor):

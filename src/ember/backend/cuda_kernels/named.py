@@ -28,13 +28,19 @@ from ember.ops._conv_kernels import output_size
 def _split(params, arrays_of):
     """(positions a multi-tensor update takes, positions it leaves) of ``params``: it takes
     those whose ``arrays_of`` are non-empty float32 C-contiguous arrays on the first one's GPU
-    (the others go to the optimizer's own code)."""
+    (the others go to the optimizer's own code). Where some item's arrays differ in shape
+    (optimizer state kept from before ``p.data = ...``), it takes none: the optimizer's code
+    runs them all in order and fails at that one as PyTorch's, leaving the later ones."""
     taken, left = [], []
     device = params[0][0].device.id
     for i, item in enumerate(params):
         arrays = arrays_of(item)
-        ok = arrays[0].size and all(a.device.id == device and a.dtype == np.float32
-                                    and a.flags.c_contiguous for a in arrays)
+        shape = arrays[0].shape
+        ok = arrays[0].size and all(a.shape == shape and a.device.id == device
+                                    and a.dtype == np.float32 and a.flags.c_contiguous
+                                    for a in arrays)
+        if not ok and any(a.shape != shape for a in arrays):
+            return [], list(range(len(params)))
         (taken if ok else left).append(i)
     return taken, left
 
