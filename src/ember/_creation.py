@@ -552,6 +552,11 @@ def _like(input, dtype, device, name):
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                memory_format=None, pin_memory=False):
     """Zeros with the shape (and by default dtype and device) of ``input``."""
+    if type(input) is Tensor and dtype is None and device is None and layout is None \
+            and requires_grad is False and memory_format is None and pin_memory is False:
+        a = input._data             # the common call, of a row-major CPU tensor: its steps
+        if type(a) is np.ndarray and row_major(a):      # below, inlined
+            return _make(np.zeros(a.shape, D.FROM_NUMPY[a.dtype].np))
     dtype, device = _like(input, dtype, device, "zeros_like")
     check_requires_grad(requires_grad, "zeros_like")
     made = zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad,

@@ -27,7 +27,8 @@ def test_a_leaf_inputs_edge_skips_the_view_checks_of_history():
     x.reshape(16)                       # first use: the leaf's accumulator is made
     calls = _python_calls(lambda: (x.reshape(16), x[1:3], x @ x))
     assert "history" not in calls
-    assert calls.count("grad_accumulator") == 4         # one per leaf operand
+    # (the made accumulator is looked up inline: no call per leaf operand)
+    assert "grad_accumulator" not in calls and "_edge" not in calls
     y = x[1:3]
     assert y.grad_fn.next_functions[0][0] is x.reshape(16).grad_fn.next_functions[0][0]
 

@@ -38,6 +38,8 @@ from ember.autograd._forward_traces import FORWARD_OPEN, FORWARD_SHOWN, TRACES a
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
+from ember.ops._dispatch import (ACTIVE_VMAPS, Refused, _Override, _other_gpu, _prepare,
+                                 has_batched, params_in_dtype, refuse_after_checks)
 from ember.ops._meta import MetaCall
 from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._op_errors import OpValueError, broadcast_message
@@ -50,8 +52,6 @@ __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 def call_inplace(op, inputs, params, entry=None):
     """Run ``op`` writing into ``inputs[0]`` and return it (``Tensor.<op>_``); ``entry``:
     the name of the entry point called, where it is not the op's (an alias's: ``greater``)."""
-    from ember.ops._dispatch import (ACTIVE_VMAPS, Refused, _Override, _other_gpu, _prepare,
-                                     has_batched, params_in_dtype, refuse_after_checks)
     self = inputs[0]
     if not isinstance(self, Tensor):
         if hasattr(type(self), "__torch_function__"):     # a nested tensor: offered the call
@@ -102,7 +102,7 @@ def call_inplace(op, inputs, params, entry=None):
     if lengths is not None:
         arrays = op.structure(arrays, lengths)
     record = grad_mode and requires_grad and op.vjp is not None
-    old = _history_snapshot(self, op.saves_inputs) if record else None
+    old = _history_snapshot(self, _reads_self(op)) if record else None
     # checked before writing: the base's gradient must replay self's recipe
     recipe = None
     if record and self._view is not None:
@@ -139,6 +139,8 @@ def _current_operand_views(self, flat):
     operand's history before writing. (The write gives their base a new node, from which a
     later use rebuilds them.)"""
     counter = self._vc
+    if counter is None:                 # (a tensor without a counter yet has no views)
+        return ()
     views = [x for x in flat[1:] if isinstance(x, Tensor) and x._view is not None
              and x._vc is counter]
     for x in views:
@@ -362,6 +364,21 @@ def _history_snapshot(t, copy_values):
     return old
 
 
+def _reads_self(op):
+    """Whether a recorded in-place call of ``op`` saves ``self``'s values from before the
+    write (a copy): not where no gradient reads them (``Op.reads_inputs``: index_add_,
+    masked_fill_, scatter_, addmm_ save only its metadata)."""
+    reads = _READS_SELF.get(op)
+    if reads is None:
+        readers = op.input_readers
+        reads = _READS_SELF[op] = op.saves_inputs and not (
+            type(readers) is tuple and readers[:1] == ((),) and op.not_implemented_kernel is None)
+    return reads
+
+
+_READS_SELF = {}                # op -> whether its recorded in-place calls copy self
+
+
 def _check_single_view(t):
     if t._view is not None and in_multi_output_view(t):
         # (a view with no grad_fn, of a base that needs none, PyTorch supposes made in no_grad)
@@ -436,6 +453,11 @@ def _date_saved_self(node, flat, self):
     if versions is None:
         return
     counter = self._vc
+    for x in flat[1:]:
+        if isinstance(x, Tensor) and x._vc is counter:
+            break
+    else:
+        return                          # (the common case: no operand shares self's memory)
     versions = list(versions)           # (a tuple: see _recording._record)
     for i, x in enumerate(flat[1:], 1):
         if isinstance(x, Tensor) and x._vc is counter and versions[i] is not None:

@@ -45,7 +45,16 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
         for x in flat:
             if isinstance(x, Tensor):
                 a = x._data
-                edge = _edge(x)
+                if x._view is None:     # _edge(x), inlined for tensors that are no views
+                    fn = x._grad_fn
+                    if fn is not None:
+                        edge = fn, x._output_nr
+                    elif x._requires_grad:      # (grad_accumulator's lookup, inlined)
+                        edge = (x._meta or _NO_META).get("grad_acc") or grad_accumulator(x), 0
+                    else:
+                        edge = _NO_EDGE
+                else:
+                    edge = _edge(x)
                 edges.append(edge)
                 in_meta.append(None if edge is _NO_EDGE else (a.shape, a.dtype))
                 vc = x._vc
@@ -66,9 +75,21 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
         for x in flat:
             if isinstance(x, Tensor):
                 a = x._data
-                meta = _input_meta(a)
+                # _input_meta(a) and _edge(x), inlined for CPU tensors that are no views
+                meta = _METAS.get((a.shape, a.dtype)) if type(a) is _NDARRAY else None
+                if meta is None:
+                    meta = _input_meta(a)
                 saved.append(meta)
-                edge = _edge(x)
+                if x._view is None:
+                    fn = x._grad_fn
+                    if fn is not None:
+                        edge = fn, x._output_nr
+                    elif x._requires_grad:      # (grad_accumulator's lookup, inlined)
+                        edge = (x._meta or _NO_META).get("grad_acc") or grad_accumulator(x), 0
+                    else:
+                        edge = _NO_EDGE
+                else:
+                    edge = _edge(x)
                 edges.append(edge)
                 in_meta.append(None if edge is _NO_EDGE else meta)
             else:
@@ -503,6 +524,7 @@ def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_
 
 _DIFFERENTIABLE_KINDS = "fcV"           # V: ml_dtypes' bfloat16 and float8
 _NO_EDGE = (None, 0)
+_NO_META = {}
 _tuple_new = tuple.__new__
 
 
@@ -540,7 +562,7 @@ def _input_meta(a):
 def _edge(x):
     """The edge through which gradient reaches tensor ``x``, or _NO_EDGE."""
     fn = x._grad_fn
-    if x._view is None:                 # (history's view checks are for views only)
+    if x._view is None:     # (history's view checks are for views only; inlined in _record)
         if fn is not None:
             return fn, x._output_nr
         if x._requires_grad:

@@ -477,6 +477,12 @@ class Op:
 
     # structure of sequence inputs (cat's ``tensors``): flat lists for the dispatcher
     def flatten_inputs(self, inputs):
+        if len(inputs) == 1 and self.seq_inputs == (0,):       # (cat's, stack's)
+            x = inputs[0]
+            if isinstance(x, Tensor):
+                raise TypeError(f"{self.name}(): argument '{self.input_names[0]}' must be "
+                                f"tuple of Tensors, not Tensor")
+            return list(x), (len(x),)
         flat = []
         for i, x in enumerate(inputs):
             if i in self.seq_inputs:
@@ -493,6 +499,8 @@ class Op:
     def structure(self, flat, lengths):
         if lengths is None:
             return flat
+        if len(lengths) == 1 and lengths[0] is not None:       # (one sequence)
+            return [list(flat[:lengths[0]])]
         out, pos = [], 0
         for n in lengths:
             if n is None:

@@ -110,8 +110,8 @@ def _check_source(out, index, source, dim, name="index_add_"):
     if index.size != rows:
         raise RuntimeError(f"{name}(): Number of indices ({index.size}) should be equal to "
                            f"source.size(dim): ({rows}), for dim: {dim}")
-    if source.ndim != out.ndim or any(
-            a != b for d, (a, b) in enumerate(zip(source.shape, out.shape)) if d != dim):
+    if source.ndim != out.ndim or source.shape[:dim] != out.shape[:dim] \
+            or source.shape[dim + 1:] != out.shape[dim + 1:]:
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
                            f"specified dimension. Got self.shape = {list(out.shape)} "
                            f"source.shape = {list(source.shape)}")

@@ -29,25 +29,27 @@ def _is_legacy_empty(shape):
 
 
 def _cat_dim(shapes, dim):
-    """The wrapped cat dim, checking ndims and sizes; None when every input is skipped."""
+    """The wrapped cat dim, checking ndims and sizes (a list of shapes); None when every
+    input is skipped."""
+    if () in shapes:
+        raise RuntimeError(f"zero-dimensional tensor (at position {shapes.index(())}) cannot "
+                           f"be concatenated")
+    ref = d = None
     for i, shape in enumerate(shapes):
-        if len(shape) == 0:
-            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
-                               f"concatenated")
-    kept = [(i, s) for i, s in enumerate(shapes) if not _is_legacy_empty(s)]
-    if not kept:
-        return None
-    ref = kept[0][1]
-    d = wrap_dim(dim, len(ref))
-    for i, shape in kept[1:]:
-        if len(shape) != len(ref):
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(ref)} "
-                               f"and {len(shape)}")
-        for k, (want, got) in enumerate(zip(ref, shape)):
-            if k != d and want != got:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. "
-                                   f"Expected size {want} but got size {got} for tensor number "
-                                   f"{i} in the list.")
+        if _is_legacy_empty(shape):
+            continue
+        if ref is None:
+            ref = shape
+            d = wrap_dim(dim, len(ref))
+        elif shape != ref:          # (the comparisons below, for shapes that differ)
+            if len(shape) != len(ref):
+                raise RuntimeError(f"Tensors must have same number of dimensions: got "
+                                   f"{len(ref)} and {len(shape)}")
+            for k, (want, got) in enumerate(zip(ref, shape)):
+                if k != d and want != got:
+                    raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. "
+                                       f"Expected size {want} but got size {got} for tensor "
+                                       f"number {i} in the list.")
     return d
 
 
@@ -55,10 +57,12 @@ def _cat_dim(shapes, dim):
     saves_inputs=False)
 def cat(xp, tensors, dim):
     """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
-    d = _cat_dim([a.shape for a in tensors], dim)
+    shapes = [a.shape for a in tensors]
+    d = _cat_dim(shapes, dim)
     if d is None:
         return xp.concatenate(tensors)
-    kept = [a for a in tensors if not _is_legacy_empty(a.shape)]
+    kept = tensors if (0,) not in shapes else \
+        [a for a in tensors if not _is_legacy_empty(a.shape)]
     return _joined_layout(xp, xp.concatenate(kept, axis=d), kept)
 
 
@@ -100,7 +104,10 @@ def stack(xp, tensors, dim):
         if a.shape != first:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(first)} at entry 0 and {list(a.shape)} at entry {i}")
-    return _joined_layout(xp, xp.stack(tensors, axis=wrap_dim(dim, len(first) + 1)), tensors)
+    # (NumPy's stack, without its argument handling: each array viewed with the new dim)
+    d = wrap_dim(dim, len(first) + 1)
+    lead = (slice(None),) * d + (None,)
+    return _joined_layout(xp, xp.concatenate([a[lead] for a in tensors], axis=d), tensors)
 
 
 @stack.derivative

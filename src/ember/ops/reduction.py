@@ -453,18 +453,19 @@ def norm(xp, x, p, dim, keepdim, dtype):
         _require_identity(order, x.shape, as_written(dim, dims), is_all(dim))
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     a = xp.abs(wide(x))
+    # (the arrays' reduction methods: NumPy's functions add a layer of argument handling)
     if order == _INF:
-        out = xp.amax(a, axis=dims, keepdims=keepdim)
+        out = a.max(axis=dims, keepdims=keepdim)
     elif order == -_INF:
-        out = xp.amin(a, axis=dims, keepdims=keepdim)
+        out = a.min(axis=dims, keepdims=keepdim)
     elif order == 0:
-        out = xp.sum(a != 0, axis=dims, keepdims=keepdim).astype(a.dtype)
+        out = (a != 0).sum(axis=dims, keepdims=keepdim).astype(a.dtype)
     elif order == 1:
-        out = xp.sum(a, axis=dims, keepdims=keepdim)
+        out = a.sum(axis=dims, keepdims=keepdim)
     elif order == 2:
-        out = xp.sqrt(xp.sum(a * a, axis=dims, keepdims=keepdim))
+        out = xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
     else:
-        out = xp.sum(a ** order, axis=dims, keepdims=keepdim) ** (1 / order)
+        out = (a ** order).sum(axis=dims, keepdims=keepdim) ** (1 / order)
     return row_major(x, xp.asarray(out).astype(real, copy=False))
 
 

@@ -12,6 +12,8 @@ import math
 import operator
 import warnings
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._memory_format import contiguous_format, restrided, strided_if_empty
 from ember._tensor import Size, Tensor, _make
@@ -343,7 +345,9 @@ def unsqueeze(xp, x, dim):
     x = strided_if_empty(xp, x)
     stride = x.itemsize if d == x.ndim else x.shape[d] * x.strides[d]
     strides = x.strides[:d] + (stride,) + x.strides[d:]
-    out = xp.expand_dims(x, d)
+    # (NumPy's expand_dims is this reshape, after its argument checks)
+    out = x.reshape(x.shape[:d] + (1,) + x.shape[d:]) if type(x) is np.ndarray else \
+        xp.expand_dims(x, d)
     return out if out.strides == strides else restrided(xp, x, out.shape, strides)
 
 
