@@ -196,8 +196,12 @@ class Optimizer:
                 ids.setdefault(id(p), len(ids))
             packed["params"] = [ids[id(p)] for p in group["params"]]
             groups.append(packed)
-        state = {ids[id(p)] if isinstance(p, Tensor) else p: s for p, s in self.state.items()
-                 if id(p) in ids or not isinstance(p, Tensor)}  # (a loaded id: as it came)
+        state = {}
+        for p, s in self.state.items():
+            if id(p) in ids:
+                state[ids[id(p)]] = s
+            elif not isinstance(p, Tensor) and not nested_param(p):
+                state[p] = s        # (a loaded id: as it came)
         state_dict = {"state": state, "param_groups": groups}
         for hook in list(self._optimizer_state_dict_post_hooks.values()):
             state_dict = _or(hook(self, state_dict), state_dict)
