@@ -102,21 +102,19 @@ def _make_grads(outputs, grads):
         if g is not None and not isinstance(g, _Tensor):
             raise TypeError(f"gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")
-        if g is None and out._grad_fn is not None and type(out) is _Tensor \
-                and type(out._data) is _np.ndarray and out._data.size == 1 \
-                and out._data.dtype.kind == "f":        # (the common call: a loss)
-            result.append(_make(_np.ones(out._data.shape, out._data.dtype)))
-            continue
         if g is None:
-            if not out.requires_grad:       # _roots reports it, as PyTorch does
-                result.append(None)
-                continue
-            if out.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            if not out.is_floating_point():
-                raise RuntimeError(f"grad can be implicitly created only for real scalar "
-                                   f"outputs but got {out.dtype}")
-            if type(out) is _Tensor and type(out._data) is _np.ndarray:
+            plain = type(out) is _Tensor and type(out._data) is _np.ndarray
+            if not (plain and out._grad_fn is not None and out._data.size == 1
+                    and out._data.dtype.kind == "f"):   # (else the common call, a loss: passes)
+                if not out.requires_grad:       # _roots reports it, as PyTorch does
+                    result.append(None)
+                    continue
+                if out.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if not out.is_floating_point():
+                    raise RuntimeError(f"grad can be implicitly created only for real scalar "
+                                       f"outputs but got {out.dtype}")
+            if plain:
                 # what ones_like makes here, without its argument handling (4 us a backward)
                 g = _make(_np.ones(out._data.shape, out._data.dtype))
             else:
