@@ -17,7 +17,7 @@ from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import in_layout, origin_of
 from ember.sparse._refusals import bare_repr
-from ember.sparse._tensor import _warn_beta, csr
+from ember.sparse._tensor import _warn_beta, coo, csr
 
 __all__ = ["SparseAddmm", "mm", "matmul", "addmm", "sampled_addmm"]
 
@@ -309,6 +309,40 @@ def _refuse_sparse_input(input, mat1, mat2):
 
 
 HANDLERS["addmm"] = lambda *args, **kwargs: addmm(*args, **kwargs, dense_grad=True)
+
+
+@handles("bmm")
+def _bmm(input, mat2):
+    """``torch.bmm`` of a batch of COO matrices (sparse_dim 3) by a dense batch: one product
+    of the block-diagonal matrix the batch makes with the dense batch stacked by rows. A
+    sparse leaf's gradient is dense, as ``mm``'s."""
+    if is_sparse(mat2):
+        raise RuntimeError("bmm_sparse: Tensor 'mat2' must be dense")
+    if input.layout is not L.sparse_coo:
+        raise NotImplementedError(f"Could not run 'aten::bmm' with arguments from the "
+                                  f"'{backend_name((input,))}' backend: ember multiplies "
+                                  f"batches of COO matrices only (convert with .to_dense() "
+                                  f"first).")
+    if input.sparse_dim() != 3:
+        raise RuntimeError(f"bmm_sparse: Tensor 'self' must have 3 sparse dims, but has "
+                           f"{input.sparse_dim()}")
+    if mat2.ndim != 3:
+        raise RuntimeError(f"bmm_sparse: Tensor 'mat2' must have 3 dims, but has {mat2.ndim}")
+    batch, n, m = input.shape
+    if mat2.shape[0] != batch:
+        raise RuntimeError("bmm_sparse: 'self.size(0)' and 'mat2.size(0)' must match")
+    if mat2.shape[1] != m:
+        raise RuntimeError("bmm_sparse: 'self.size(2)' and 'mat2.size(1)' must match")
+    if FORWARD_OPEN[0]:
+        _refuse_forward_ad(input, mat2, True)
+    b, i, j = input._i.unbind(0)
+    blocks = coo(ember.stack([b * n + i, b * m + j]), input._v, (batch * n, batch * m),
+                 input._coalesced)
+    anchor = _anchor(input, True)
+    if anchor is not None:
+        anchor = ember.block_diag(*anchor.unbind(0))
+    out = _sparse_times_dense(blocks, mat2.reshape(batch * m, mat2.shape[2]), "addmm", anchor)
+    return _named(out.reshape(batch, n, mat2.shape[2]), "BmmBackward0")
 
 
 @handles("nn.functional.linear")
