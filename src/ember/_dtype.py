@@ -108,16 +108,28 @@ _SIGNED_BY_RANK = {1: int8, 2: int16, 3: int32, 4: int64}
 _FLOAT_RANK = {float16: 1, bfloat16: 1, float32: 2, float64: 3}
 
 
+class PromotionError(RuntimeError):
+    """PyTorch's refusal to promote two dtypes (raised after its checks of operand shapes)."""
+
+    def __reduce__(self):               # (pickled as the plain RuntimeError it shows as)
+        return RuntimeError, self.args
+
+
+# tracebacks show PyTorch's plain "RuntimeError: ..."
+PromotionError.__name__ = PromotionError.__qualname__ = "RuntimeError"
+PromotionError.__module__ = "builtins"
+
+
 def _promote(a, b):
     if a is b:
         return a
     if a in FLOAT8 or b in FLOAT8:
-        raise RuntimeError(
+        raise PromotionError(
             f"Promotion for Float8 Types is not supported, attempted to promote "
             f"{a._torch_name} and {b._torch_name}")
     if (a in WIDE_UNSIGNED or b in WIDE_UNSIGNED) and FLOATING not in (a.category, b.category):
         # only a real float promotes with uint16/32/64 (complex does not)
-        raise RuntimeError(
+        raise PromotionError(
             f"Promotion for uint16, uint32, uint64 types is not supported, attempted to "
             f"promote {a._torch_name} and {b._torch_name}")
     if a.category < b.category:

@@ -37,10 +37,10 @@ def test_true_division_of_bool_still_works():
 @pytest.mark.parametrize("fn, result", [
     (lambda: INTS.clone().floor_divide_(1j), "ComplexFloat can't be cast to the desired output "
                                           "type Long"),
-    (lambda: ember.tensor([1.5]).remainder_(C), "ComplexFloat can't be cast to the desired "
-                                                "output type Float"),
-    (lambda: ember.tensor([1.5]).clamp_(C), "ComplexFloat can't be cast to the desired "
-                                            "output type Float"),
+    (lambda: ember.tensor([1.5, 2.5]).remainder_(C), "ComplexFloat can't be cast to the "
+                                                     "desired output type Float"),
+    (lambda: ember.tensor([1.5, 2.5]).clamp_(C), "ComplexFloat can't be cast to the desired "
+                                                 "output type Float"),
 ])
 def test_inplace_checks_the_cast_before_the_kernel(fn, result):
     with pytest.raises(RuntimeError, match=f"result type {result}"):

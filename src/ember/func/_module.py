@@ -1,5 +1,8 @@
 """functional_call and stack_module_state: modules as functions of their state (ensembling)."""
 
+from collections import Counter
+from collections.abc import Sequence
+
 from ember.nn.utils import stateless
 
 __all__ = ["functional_call", "stack_module_state"]
@@ -8,9 +11,25 @@ __all__ = ["functional_call", "stack_module_state"]
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
                     tie_weights=True, strict=False):
     """Call ``module`` with its parameters and buffers replaced by the given dict(s)
-    (``torch.func.functional_call``); other entries keep the module's own tensors."""
-    return stateless._functional_call(module, parameter_and_buffer_dicts, args, kwargs,
-                                      tie_weights=tie_weights, strict=strict)
+    (``torch.func.functional_call``); other entries keep the module's own tensors. A tensor
+    the call rebinds (``self.n = self.n + 1``) is written back into a single dict given."""
+    if isinstance(parameter_and_buffer_dicts, dict):
+        merged = parameter_and_buffer_dicts
+    elif isinstance(parameter_and_buffer_dicts, Sequence):
+        if not all(isinstance(d, dict) for d in parameter_and_buffer_dicts):
+            raise ValueError("Expected all elements of parameter_and_buffer_dicts to be "
+                             "dictionaries")
+        counts = Counter(key for d in parameter_and_buffer_dicts for key in d)
+        repeated = [key for key, n in counts.items() if n > 1]
+        if repeated:
+            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of "
+                             f"functional call is ambiguous")
+        merged = {key: value for d in parameter_and_buffer_dicts for key, value in d.items()}
+    else:
+        raise ValueError(f"Expected parameter_and_buffer_dicts to be a dict, or a list/tuple "
+                         f"of dicts, but got {type(parameter_and_buffer_dicts)}")
+    return stateless._functional_call(module, merged, args, kwargs, tie_weights=tie_weights,
+                                      strict=strict)
 
 
 def stack_module_state(models):

@@ -8,6 +8,7 @@ It is not an ``ember.Tensor``: ops reach it through ``__torch_function__`` and r
 components (_strided_ops.py), as PyTorch's strided nested tensors run them."""
 
 import ember
+from ember._dtype import WIDE_UNSIGNED as _WIDE_UNSIGNED
 from ember._warn import warn_once
 from ember.ops._recording import rename_node
 from ember.nested._jagged import JaggedTensor
@@ -440,6 +441,18 @@ def _check_same_dim(tensors):
                 f"for Tensor at index 0.")
 
 
+def _check_buffer_dtype(tensors):
+    """PyTorch packs a list of tensors into one buffer of their promoted dtype (its errors),
+    which has no kernel for uint16/32/64 (ops/_barebones.py)."""
+    if tensors:
+        common = tensors[0].dtype
+        for t in tensors[1:]:
+            common = ember.promote_types(common, t.dtype)
+        if common in _WIDE_UNSIGNED:
+            raise NotImplementedError(f"\"create_nt_buffer\" not implemented for "
+                                      f"'{common._torch_name}'")
+
+
 def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     """A nested tensor of ``ts`` (a list of tensors, or a tensor split along dim 0) that
     keeps their autograd history."""
@@ -454,6 +467,8 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     if layout is ember.jagged:
         return _jagged_build.from_tensor_list(tensors, dtype, device, keep_graph=True)
     _check_same_dim(tensors)
+    if not isinstance(ts, ember.Tensor):
+        _check_buffer_dtype(tensors)
     # PyTorch records the packing as a node (a nested tensor of tensors that require grad
     # is not a leaf) and copies the components (differentiably): in-place ops never reach the inputs
     # (packed into one buffer: the components come out contiguous)
@@ -492,11 +507,12 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
     a leaf of its own."""
     if layout not in (None, ember.strided, ember.jagged):
         raise NotImplementedError(_LAYOUTS_ERROR)
-    tensors = [t.detach() if isinstance(t, ember.Tensor) else ember.tensor(t)
+    tensors = [t.detach() if isinstance(t, ember.Tensor) else ember.tensor(t, dtype=dtype)
                for t in tensor_list]
     if layout is ember.jagged:
         return _jagged_build.from_tensor_list(tensors, dtype, device, requires_grad)
     _check_same_dim(tensors)
+    _check_buffer_dtype(tensors)
     return NestedTensor(_leaf_parts(
         t.to(dtype=dtype, device=device, copy=True, memory_format=ember.contiguous_format)
         ._set_requires_grad(requires_grad) for t in tensors), dtype=dtype)

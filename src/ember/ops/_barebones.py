@@ -11,11 +11,15 @@ a wide unsigned dtype (so ``uint32 + 2`` is refused while ``uint32 + 2.5``, comp
 runs), in ``compute_dtype``, whose result is cached per operand signature: other dtypes pay
 nothing. An op without a policy is refused when its first operand (a tensor) is wide unsigned
 (see ``refuse_operands``, called by the dispatcher for these ops only). Entries are PyTorch's
-kernel name, or a function of the operands giving it (None: that call is supported).
+kernel name, or a function of the operands giving it (None: that call is supported). Either
+refusal is raised after the op's argument errors, which PyTorch checks before it picks a
+kernel: the dispatcher checks that an elementwise op's operands broadcast (TensorIterator's
+check) and runs the forward for the others (``Refused``), its value checks aside
+(``KernelCheck``: an integer division by zero).
 ``tests/parity/unsigned_table_round33.py`` generates the table's specification from PyTorch.
 
 Kernels chosen by a parameter's value are refused by their forwards, with ``refusal``: div's
-rounding modes, clamp's bounds, pow's number exponent, flip's dims (of sizes above 1),
+rounding modes, pow's number exponent, flip's dims (of sizes above 1),
 index_put's indices (a mask names masked_fill), a reduction's ``dtype=`` (``cast_input``),
 count_nonzero over all dims. The logical ops, bitwise_not and the
 shifts refuse in their own forwards and policies (ops/_promotion.py's refuse_logical and
@@ -26,7 +30,7 @@ import numpy as np
 
 from ember import _dtype as D
 
-__all__ = ["REFUSED", "Refused", "refuse_compute", "refuse_operands", "refusal",
+__all__ = ["REFUSED", "Refused", "KernelCheck", "refuse_compute", "refuse_operands", "refusal",
            "clamp_kernel", "WIDE_UNSIGNED_NP"]
 
 WIDE_UNSIGNED_NP = frozenset(d.np for d in D.WIDE_UNSIGNED)
@@ -156,16 +160,18 @@ REFUSED = {
     "nn.functional.hardtanh": "clamp_scalar_cpu",
 }
 
-
-def _is_array(x):
-    """Whether a forward's bound is a tensor's array: one of 1+ dims (the dispatcher hands a
-    number over as a 0-dim array, so a 0-dim tensor reads as a number here)."""
-    return getattr(x, "ndim", 0) > 0
+# ops with a dtype policy whose kernel depends on which operands are numbers, where the
+# signature cannot tell (it skips None): a function of the operands' arrays
+_BY_ARRAYS = {"clamp": lambda arrays: clamp_kernel(arrays[1], arrays[2])}
+REFUSED.update(dict.fromkeys(_BY_ARRAYS, "clamp_cpu"))
 
 
 def clamp_kernel(lo, hi):
-    """The kernel PyTorch's clamp runs for bounds ``lo`` and ``hi`` (numbers, arrays or None)."""
-    if _is_array(lo) or _is_array(hi):
+    """The kernel PyTorch's clamp runs for bounds ``lo`` and ``hi`` (as the dispatcher reads
+    them, before it casts numbers: numbers, arrays of any dims, or None). Its Tensor overload
+    takes tensor bounds only: a number beside a 0-dim tensor picks the Scalar one."""
+    if (hasattr(lo, "ndim") or hasattr(hi, "ndim")) and \
+            (lo is None or hasattr(lo, "ndim")) and (hi is None or hasattr(hi, "ndim")):
         return "clamp_cpu" if lo is not None and hi is not None else \
             "maximum_cpu" if lo is not None else "minimum_cpu"
     return "clamp_scalar_cpu" if lo is not None and hi is not None else \
@@ -180,11 +186,12 @@ def refusal(kernel, dtype):
 def refuse_compute(name, compute, operands):
     """Raise PyTorch's error if op ``name`` has no kernel computing in ``compute`` (a wide
     unsigned dtype) for ``operands`` ((dtype, kind) pairs, as promotion reads them)."""
-    kernel = REFUSED.get(name.rstrip("_") if name.endswith("_") else name)
+    name = name.rstrip("_") if name.endswith("_") else name
+    kernel = REFUSED.get(name)
     if kernel is not None and type(kernel) is not str:
         kernel = kernel(operands)
     if kernel is not None:
-        raise refusal(kernel, compute)
+        raise Refused(str(refusal(kernel, compute)), None, None, _BY_ARRAYS.get(name), compute)
 
 
 # ops whose forwards check values (indices in range, ...), which PyTorch does in the kernel
@@ -198,11 +205,32 @@ class Refused(NotImplementedError):
     """PyTorch's refusal of an op's operands, raised before its forward ran: ``xp`` (None for
     the ops in _VALUES_CHECKED) and ``arrays`` let the dispatcher run the forward first for its
     argument errors, which PyTorch raises before it picks a kernel (``ember.mm(u, v)`` of
-    mismatched shapes)."""
+    mismatched shapes, ``u + v`` of ones that do not broadcast). A refusal by a dtype policy
+    (``refuse_compute``) gets them from the dispatcher (``at``)."""
 
-    def __init__(self, message, xp, arrays):
+    def __init__(self, message, xp, arrays, by_arrays=None, dtype=None):
         super().__init__(message)
+        self.xp, self.arrays, self.by_arrays, self.dtype = xp, arrays, by_arrays, dtype
+
+    def at(self, xp, arrays):
+        """This refusal, for operands ``arrays`` (numbers not yet cast) on ``xp``."""
+        if self.by_arrays is not None:
+            self.args = (str(refusal(self.by_arrays(arrays), self.dtype)),)
         self.xp, self.arrays = xp, arrays
+        return self
+
+
+class KernelCheck(RuntimeError):
+    """An error PyTorch's kernel raises for operand values (an integer division by zero),
+    after it picked the kernel: a refusal of the operands' dtype comes first."""
+
+    def __reduce__(self):               # (pickled as the plain RuntimeError it shows as)
+        return RuntimeError, self.args
+
+
+# tracebacks show PyTorch's plain "RuntimeError: ..."
+KernelCheck.__name__ = KernelCheck.__qualname__ = "RuntimeError"
+KernelCheck.__module__ = "builtins"
 
 
 def refuse_operands(op, xp, arrays):

@@ -6,6 +6,7 @@ from ember import _dtype as D
 from ember._warn import warn_once
 from ember.autograd.graph import _type_string
 from ember.backend import device_of
+from ember.backend.cpu_kernels import get_num_threads
 from ember.ops._conv_kernels import output_size
 from ember.ops._out_dtypes import _C_NAMES
 
@@ -100,8 +101,8 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
     # the arguments' and shapes' checks
     if x.dtype != w.dtype and x.dtype.kind == "c":
         raise RuntimeError(_weight_message(x, w))
-    if not bias_first and x.dtype == w.dtype and b is not None and b.dtype != x.dtype:
-        raise RuntimeError(_bias_message(x, b))
+    if transposed and x.dtype.kind == "c" and b is not None and b.dtype != x.dtype:
+        raise RuntimeError(_typed_message(x, b, "bias"))
     stride = _expand(stride, nd, "stride")
     dilation = _expand(dilation, nd, "dilation")
     kernel = w.shape[2:]
@@ -131,9 +132,48 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
     if kernel_name is not None:
         raise NotImplementedError(f"\"{kernel_name}\" not implemented for "
                                   f"'{_dtype_name(x.dtype)}'")
+    mkldnn = transposed and _mkldnn_transposed(x, w, stride, dilation, groups)
     if x.dtype != w.dtype:
-        raise RuntimeError(_weight_message(x, w))
+        raise RuntimeError(_typed_message(x, w, "weight") if mkldnn else _weight_message(x, w))
+    if transposed and b is not None and b.dtype != x.dtype:
+        _check_transposed_bias(x, b, nd, mkldnn)
     return ConvArgs(stride, pads, dilation, groups, opad, transposed)
+
+
+def _mkldnn_transposed(x, w, stride, dilation, groups):
+    """Whether PyTorch runs a float32 transposed convolution on the CPU in its MKLDNN kernel
+    (whose checks of the weight's and bias's types name tensor types): one that is not a
+    single-threaded unstrided 1x1 one of under 16 images, with several groups or images, a
+    kernel over 3 wide in both of its last two dims, or a large input (its first four dims;
+    a 1-d convolution is run as a 2-d one of unit height)."""
+    if x.dtype != D.float32.np or device_of(x).type == "cuda":
+        return False
+    n, c = x.shape[:2]
+    high, wide = ((1,) + tuple(w.shape[2:]))[-2:]
+    rows, cols = ((1,) + tuple(x.shape[2:]))[-2:] if x.ndim == 3 else x.shape[2:4]
+    if not (any(s > 1 for s in stride) or any(d > 1 for d in dilation) or n >= 16
+            or high != 1 or wide != 1 or get_num_threads() > 1):
+        return False
+    return groups > 1 or n > 1 or high > 3 and wide > 3 or n * c * rows * cols > 20480
+
+
+def _check_transposed_bias(x, b, nd, mkldnn):
+    """PyTorch's errors for a transposed convolution's bias of another dtype than its input,
+    after the arguments' checks. The MKLDNN, reduced-float and complex paths check the type;
+    the 3-d kernel the scalar type; the 1-d and 2-d kernels add the bias in place, so it need
+    only cast (the forward casts it)."""
+    if device_of(x).type == "cuda":
+        raise RuntimeError(_bias_message(x, b))
+    if mkldnn or _dtype_name(x.dtype) in ("Half", "BFloat16"):
+        raise RuntimeError(_typed_message(x, b, "bias"))
+    if nd == 3:
+        raise RuntimeError(f"expected scalar type {_dtype_name(x.dtype)} but found "
+                           f"{_dtype_name(b.dtype)}")
+    want, got = D.FROM_NUMPY[x.dtype], D.FROM_NUMPY[b.dtype]
+    promoted = D.promote_types(want, got)
+    if not D.can_cast(promoted, want):
+        raise RuntimeError(f"result type {promoted._torch_name} can't be cast to the desired "
+                           f"output type {want._torch_name}")
 
 
 def _missing_kernel(nd, dtype, transposed, dilation):
@@ -162,11 +202,17 @@ def _weight_message(x, w):
     checked = x.dtype.kind == "c" or _dtype_name(x.dtype) in ("Half", "BFloat16")
     if not checked or device_of(x).type == "cuda":
         return f"expected scalar type {_dtype_name(x.dtype)} but found {_dtype_name(w.dtype)}"
-    text = (f"Input type ({_type_string(D.FROM_NUMPY[x.dtype])}) and weight type "
-            f"({_type_string(D.FROM_NUMPY[w.dtype])}) should be the same")
+    return _typed_message(x, w, "weight")
+
+
+def _typed_message(x, other, what):
+    """PyTorch's check of a ``what`` (weight or bias) tensor's type against the input's, by
+    tensor types (on the MKLDNN path, with a note about MKLDNN tensors; not for complex)."""
+    text = (f"Input type ({_type_string(D.FROM_NUMPY[x.dtype])}) and {what} type "
+            f"({_type_string(D.FROM_NUMPY[other.dtype])}) should be the same")
     if x.dtype.kind == "c":
         return text
-    return text + " or input should be a MKLDNN tensor and weight is a dense tensor"
+    return text + f" or input should be a MKLDNN tensor and {what} is a dense tensor"
 
 
 def _bias_message(x, b):

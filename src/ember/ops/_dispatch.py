@@ -16,9 +16,10 @@ from ember.backend import (ROUNDS_SCALAR_OPERANDS, SEVERAL_GPUS, XP_BY_ARRAY_TYP
                            device_scalar, loud_fp, operands_gpu_elsewhere, quiet_fp)
 from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
-from ember.ops._barebones import WIDE_UNSIGNED_NP, Refused, refuse_operands
-from ember.ops._op_errors import translate_error
+from ember.ops._barebones import WIDE_UNSIGNED_NP, KernelCheck, Refused, refuse_operands
+from ember.ops._op_errors import RefusedFirst, check_broadcast, translate_error
 from ember.ops._out import write_out
+from ember.ops._out_dtypes import check_kept_out
 from ember.ops._out_names import COPIED_OUT
 from ember.ops._pointwise_layout import laid_as_operands, odd_unit_strides, row_major_before_last
 from ember.ops._promotion import compute_dtype
@@ -76,7 +77,13 @@ def call(op, inputs, params, out=None):
         from ember.ops._meta import meta_call
         return meta_call(op, inputs, params, out)
     except Refused as refused:
+        if out is not None:
+            check_kept_out(op, flat, out)
         refuse_after_checks(op, refused, params, lengths)
+    except NotImplementedError as refused:
+        if out is not None and type(refused) is not RefusedFirst:   # (PyTorch checks out's
+            check_kept_out(op, flat, out)                           # dtype first: neg, abs)
+        raise
     if ACTIVE_VMAPS[0] and params and has_batched(params):
         from ember.func._batching import dispatch_params
         return dispatch_params(op, inputs, params, out)
@@ -138,6 +145,10 @@ def call(op, inputs, params, out=None):
         else:
             outputs = _wrap(res, xp, casts)
     except (ValueError, TypeError, IndexError, OverflowError) as e:
+        if type(e) is OverflowError and lengths is None:
+            wrapped = uint64_numbers_wrapped(op, flat, arrays)
+            if wrapped is not None:
+                return call(op, wrapped, params, out)
         raise translate_error(op, e, arrays) from None
     finally:
         if token is not None:
@@ -165,12 +176,19 @@ def refuse_after_checks(op, refused, params, lengths):
     PyTorch raises before it picks a kernel: the forward runs for them, its result unused."""
     if refused.xp is not None:
         arrays = refused.arrays if lengths is None else op.structure(refused.arrays, lengths)
+        token = quiet_fp()
         try:
             op.forward(refused.xp, *arrays, *params)
-        except (ValueError, TypeError, IndexError, OverflowError) as e:
+        except OverflowError as e:      # (a number too large for a refused dtype: no kernel
+            error = translate_error(op, e, arrays)      # converts it; one beyond 64 bits:
+            if refused.dtype is None or error is not e:  # PyTorch's Scalar refuses it first)
+                raise error from None
+        except (ValueError, TypeError, IndexError) as e:
             raise translate_error(op, e, arrays) from None
-        except NotImplementedError:
+        except (NotImplementedError, KernelCheck):
             pass
+        finally:
+            loud_fp(token)
     raise NotImplementedError(str(refused)) from None
 
 
@@ -281,8 +299,11 @@ def _prepare(op, flat):
     signature = tuple(signature)
     hit = op.dtype_cache.get(signature)
     if hit is None:
-        hit = op.dtype_cache[signature] = compute_dtype(op.promote, signature, op.name,
-                                                        op.upcast)
+        try:
+            hit = op.dtype_cache[signature] = compute_dtype(op.promote, signature, op.name,
+                                                            op.upcast)
+        except (NotImplementedError, D.PromotionError) as refused:
+            raise _refused(op, refused, array_type, arrays) from None
     compute, casts, target = hit
     if casts is not None and casts[2] and array_type in ROUNDS_SCALAR_OPERANDS:
         _round_scalars(op, arrays, array_type, compute)
@@ -302,6 +323,17 @@ def _prepare(op, flat):
                 if array_type is not _NDARRAY:
                     arrays[i] = device_scalar(XP_BY_ARRAY_TYPE[array_type], arrays[i])
     return XP_BY_ARRAY_TYPE[array_type], arrays, requires_grad, casts, compute
+
+
+def _refused(op, refused, array_type, arrays):
+    """The error to raise for a refusal of an op's dtypes by its policy: PyTorch's
+    TensorIterator checks that an elementwise op's operands broadcast first; a refusal of
+    uint16/32/64 (ops/_barebones.py) comes after the forward's argument errors too."""
+    if op.pointwise and type(refused) is not RefusedFirst:
+        check_broadcast(*arrays)
+    if type(refused) is Refused:
+        return refused.at(XP_BY_ARRAY_TYPE[array_type], arrays)
+    return refused
 
 
 def _cast_keeping_layout(a, dtype):
@@ -363,6 +395,21 @@ def params_in_dtype(op, params, dtype):
 
 
 _FITTED = {}        # (number parameter, 16-bit dtype) -> the number rounded, known to fit
+
+
+def uint64_numbers_wrapped(op, flat, arrays):
+    """``flat`` with its numbers in ``[2**63, 2**64)`` wrapped into int64 when an operand is
+    int64 (PyTorch's Scalar holds them as uint64: ``x * 0x9E3779B97F4A7C15`` wraps around, as
+    hashing code relies on), or None when there is none to wrap. Bounds, fill values and
+    exponents must fit instead (``clamp``, ``where``, ``pow``): PyTorch's error."""
+    if not any(getattr(a, "dtype", None) == np.int64 for a in arrays):
+        return None
+    big = [type(x) is int and 2 ** 63 <= x < 2 ** 64 for x in flat]
+    if not any(big):
+        return None
+    if op.checked_scalars is True or op.name == "pow":
+        raise RuntimeError("value cannot be converted to type int64_t without overflow")
+    return tuple(x - 2 ** 64 if b else x for x, b in zip(flat, big))
 
 
 def _narrow_int(op, position, value, dtype):

@@ -213,6 +213,10 @@ def _out_prologue(op):
     when ``out`` is given, so calls without it cost nothing more."""
     x = op.input_names[0]
     dtype = "dtype" if "dtype" in op.param_names else None
+    if getattr(op.out_prepare, "with_params", False):   # (checks them and the parameters)
+        return (f"    if out is not None:\n"
+                f"        _op.out_prepare(({', '.join(op.input_names)},), "
+                f"({''.join(p + ', ' for p in op.param_names)}), out)\n")
     if _checks_all(op):    # (only checks them: where)
         return (f"    if out is not _UNSET:\n"
                 f"        _op.out_prepare(({', '.join(op.input_names)},), {dtype}, out)\n")

@@ -39,10 +39,12 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
 from ember.ops._dispatch import (ACTIVE_VMAPS, Refused, _Override, _other_gpu, _prepare,
-                                 has_batched, params_in_dtype, refuse_after_checks)
+                                 has_batched, params_in_dtype, refuse_after_checks,
+                                 uint64_numbers_wrapped)
+from ember.ops._barebones import KernelCheck
 from ember.ops._meta import MetaCall
 from ember.ops._not_implemented import hang_not_implemented
-from ember.ops._op_errors import OpValueError, broadcast_message
+from ember.ops._op_errors import OpValueError, RefusedFirst, broadcast_message
 from ember.ops._overlap import INTERNAL_OVERLAP
 from ember.ops._recording import in_multi_output_view
 
@@ -83,9 +85,15 @@ def call_inplace(op, inputs, params, entry=None):
         from ember.ops._meta import meta_inplace
         return meta_inplace(op, self, inputs, params)
     except Refused as refused:          # (ops/_barebones.py)
+        _check_result_shape(op, self, flat)
         refuse_after_checks(op, refused, params, lengths)
-    except NotImplementedError:
-        _check_promoted_cast(op, flat, self)    # PyTorch checks the cast before the kernel
+    except NotImplementedError as refused:
+        if type(refused) is not RefusedFirst:   # (clamp_ of complex tensors: the op's own)
+            _check_result_shape(op, self, flat)
+            _check_promoted_cast(op, flat, self)    # PyTorch checks the cast before the kernel
+        raise
+    except D.PromotionError:
+        _check_result_shape(op, self, flat)
         raise
     if ACTIVE_VMAPS[0] and params and has_batched(params):   # NOTE [Batched parameters]
         from ember.func._batching import dispatch_params
@@ -121,6 +129,14 @@ def call_inplace(op, inputs, params, entry=None):
     try:
         _write(op, self, dst, xp, arrays, params if casts is None or not op.dtype_params else
                params_in_dtype(op, params, casts[0]), casts, compute, flat)
+    except OverflowError:       # (a number in [2**63, 2**64) beside int64: wrapped, as call's)
+        wrapped = None if lengths is not None else uint64_numbers_wrapped(op, flat, arrays)
+        if wrapped is None:
+            raise
+        return call_inplace(op, wrapped, params, entry)
+    except KernelCheck:         # (an integer division by zero: self's shape is checked first)
+        _check_result_shape(op, self, flat)
+        raise
     finally:
         loud_fp(token)
     if record:
@@ -337,6 +353,19 @@ def _check_cast(result_dtype, self_dtype, op=None, flat=()):
         name = _C_NAMES[self_dtype] if _c_named_cast(op, flat) else self_dtype._torch_name
         raise RuntimeError(f"result type {result_dtype._torch_name} can't be cast to the "
                            f"desired output type {name}")
+
+
+def _check_result_shape(op, t, flat):
+    """PyTorch's error, before a refusal of the dtypes, when an elementwise op's operands
+    broadcast to another shape than ``t``'s, which it writes."""
+    if op.pointwise:
+        shapes = [x.shape for x in flat if isinstance(x, Tensor)]
+        try:
+            fits = np.broadcast_shapes(*shapes) == t.shape
+        except ValueError:              # (_broadcast_failure words it)
+            fits = False
+        if not fits:
+            _broadcast_failure(t, shapes)
 
 
 def _broadcast_failure(t, shapes):

@@ -1,7 +1,10 @@
 """The dispatcher's errors: ValueErrors forwards raise on purpose, and PyTorch's exceptions for
 backend errors raised inside a forward (broadcasting, too large Python ints)."""
 
-__all__ = ["OpValueError", "translate_error", "broadcast_message", "not_differentiable"]
+import numpy as np
+
+__all__ = ["OpValueError", "translate_error", "broadcast_message", "not_differentiable",
+           "check_broadcast", "RefusedFirst"]
 
 
 class OpValueError(ValueError):
@@ -12,6 +15,31 @@ class OpValueError(ValueError):
 # tracebacks show it as PyTorch's plain "ValueError: ..." (pickling yields a ValueError)
 OpValueError.__name__ = OpValueError.__qualname__ = "ValueError"
 OpValueError.__module__ = "builtins"
+
+
+class RefusedFirst(NotImplementedError):
+    """A dtype policy's refusal PyTorch raises in the op's own checks, before its
+    TensorIterator checks that the operands broadcast (``clamp`` of complex tensors) and
+    ``out=``'s dtype (``floor`` of complex tensors)."""
+
+    def __reduce__(self):               # (pickled as the plain NotImplementedError it shows as)
+        return NotImplementedError, self.args
+
+
+# tracebacks show PyTorch's plain "NotImplementedError: ..."
+RefusedFirst.__name__ = RefusedFirst.__qualname__ = "NotImplementedError"
+RefusedFirst.__module__ = "builtins"
+
+
+def check_broadcast(*operands):
+    """Raise PyTorch's error if the shapes of ``operands`` (arrays; numbers are skipped) do not
+    broadcast: TensorIterator checks them before it picks a kernel, so before a kernel's
+    refusal of a dtype."""
+    shapes = [a.shape for a in operands if hasattr(a, "shape")]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise RuntimeError(broadcast_message(shapes)) from None
 
 
 def translate_error(op, error, arrays):

@@ -6,7 +6,8 @@ PyTorch's ``sum(x, out=o)`` sums as if ``dtype=o.dtype`` had been passed: into a
 dtype. Each entry of ``OUT_PREPARE`` is called by the op's generated function, only when
 ``out`` is given, as ``prepare(input, dtype, out)`` and returns the ``(input, dtype)`` to run
 with (``dtype`` is None for ops without that parameter), or raises PyTorch's error for the
-combination; one marked ``all_inputs`` gets the tuple of all the op's inputs as ``input``.
+combination; one marked ``all_inputs`` gets the tuple of all the op's inputs as ``input``,
+and one marked ``with_params`` the inputs and the parameters (and only checks them).
 The ops whose ``out=`` must simply have the result's dtype are in _out_dtypes.
 While a torch function mode or a subclass overrides the call, nothing is changed: the
 override sees the call as made, and the call it makes in turn is prepared.
@@ -14,7 +15,7 @@ override sees the call as made, and the call it makes in turn is prepared.
 
 from ember import _dtype as D
 from ember._tensor import Tensor
-from ember.ops._out_dtypes import _C_NAMES
+from ember.ops._out_dtypes import _C_NAMES, MESSAGES
 from ember.overrides._protocol import has_torch_function
 
 _EXPECTED = "Expected out tensor to have dtype {}, but got {} instead"
@@ -135,7 +136,27 @@ def _tensor_operands(operands, dtype, out):
 _tensor_operands.all_inputs = True     # called with all the op's inputs, not the first's
 
 
+def _quantile(inputs, params, out):
+    # quantile, nanquantile: PyTorch checks out's dtype after the input's and q's, before the
+    # dim and q's values (ops/quantiles.py)
+    from ember.ops.quantiles import check_before_out
+    x, q = inputs
+    if isinstance(x, Tensor) and isinstance(out, Tensor):
+        check_before_out(x._data, q._data if isinstance(q, Tensor) else q, params[2])
+        if out.dtype is not x.dtype:
+            raise RuntimeError(MESSAGES["quantile"])
+
+
+_quantile.with_params = True    # called with all the op's inputs and its parameters
+
+
 def _unless_overridden(prepare):
+    if getattr(prepare, "with_params", False):
+        def run(inputs, params, out):
+            if not has_torch_function((*inputs, out)):
+                prepare(inputs, params, out)
+        run.with_params = True
+        return run
     if getattr(prepare, "all_inputs", False):
         def run(x, dtype, out):
             if has_torch_function((*x, out)):
@@ -161,5 +182,6 @@ _PREPARE = {
     "logsumexp": _logsumexp,
     **dict.fromkeys(("softmax", "log_softmax"), _exact),
     "where": _tensor_operands,
+    **dict.fromkeys(("quantile", "nanquantile"), _quantile),
 }
 OUT_PREPARE = {name: _unless_overridden(f) for name, f in _PREPARE.items()}

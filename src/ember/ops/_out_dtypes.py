@@ -137,6 +137,19 @@ def _abs_check(got, want, inputs):
         raise RuntimeError(_FOUND.format(got=got._torch_name, want=want._torch_name))
 
 
+def check_kept_out(op, flat, out):
+    """PyTorch's error for an ``out=`` tensor of another dtype than the input's, from the ops
+    that keep their input's dtype and check ``out`` before they refuse that dtype (the
+    dispatcher calls it then: ``neg(uint32 tensor, out=float32 tensor)``)."""
+    x = flat[0] if flat else None
+    if not isinstance(out, Tensor) or not isinstance(x, Tensor) or out.dtype is x.dtype:
+        return
+    if op.out_dtype_check is _abs_check:
+        _abs_check(out.dtype, x.dtype, flat)
+    elif op.out_dtype_error == _FOUND:
+        raise RuntimeError(_FOUND.format(got=out.dtype._torch_name, want=x.dtype._torch_name))
+
+
 def _search_check(got, want, inputs):
     # searchsorted/bucketize write exactly int32 (out_int32=True) or int64
     if got is not want:

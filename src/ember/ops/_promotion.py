@@ -9,6 +9,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.ops._barebones import refuse_compute
+from ember.ops._op_errors import check_broadcast
 
 __all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_BOOL",
            "REAL_FLOAT", "FLOAT_ONLY", "real_no_bool", "compute_dtype", "refuse_kernel",
@@ -137,7 +138,7 @@ _FLOAT8_KERNELS = {"add": "add_stub", "sub": "add_stub", "sgn": "sign_cpu",
                    "clamp": "clamp_scalar_cpu", "sort": "sorting_kernel_method_name",
                    "argsort": "sorting_kernel_method_name",
                    "msort": "sorting_kernel_method_name", "unique": "unique",
-                   "unique_consecutive": "unique"}
+                   "unique_consecutive": "unique", "isin": "isin_default_cpu"}
 
 
 def _check_float8(name, compute, signature):
@@ -180,6 +181,7 @@ def refuse_logical(name, *arrays):
         for d in dtypes[1:]:
             common = D.promote_types(common, d)
         if common in D.FLOAT8 or common in D.WIDE_UNSIGNED:
+            check_broadcast(*arrays)    # (TensorIterator's check comes first)
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
                                       f"'{common._torch_name}'")
 

@@ -17,6 +17,7 @@ from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import no_grad
 from ember.backend import device_scalar
 from ember.backend.cpu_kernels import map_elementwise
+from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._promotion import Policy
 from ember.ops._scalars import checked_scalar, fitted_number, number_arg, real_number
 from ember.ops._elementwise import zeros_for
@@ -173,6 +174,8 @@ def hardtanh(xp, x, min_val, max_val):
     """``input`` clamped to ``[min_val, max_val]``."""
     min_val = number_arg(min_val, "hardtanh", "min_val", 2)
     max_val = number_arg(max_val, "hardtanh", "max_val", 3)
+    if x.dtype in WIDE_UNSIGNED_NP:     # (ops/_barebones.py: the kernel's refusal first)
+        raise refusal("clamp_scalar_cpu", D.FROM_NUMPY[x.dtype])
     if x.dtype.kind == "u" and (min_val < 0 or max_val < 0):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     lo, hi = _fit(x, min_val), _fit(x, max_val)

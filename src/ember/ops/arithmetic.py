@@ -5,7 +5,8 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.backend import ROUNDS_SCALAR_OPERANDS
-from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
+from ember.ops._barebones import WIDE_UNSIGNED_NP, KernelCheck, refusal
+from ember.ops._op_errors import check_broadcast
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._pointwise_layout import NUMBERS_ASIDE
@@ -60,7 +61,8 @@ def _check_nonzero_divisor(xp, a, b):
     """PyTorch's error for an integer division by zero; an empty operand divides nothing."""
     if (_integral(a) and _integral(b) and getattr(a, "size", 1) and getattr(b, "size", 1)
             and bool(xp.any(xp.asarray(b) == 0))):
-        raise RuntimeError("ZeroDivisionError")
+        check_broadcast(a, b)           # (PyTorch's kernel checks: after the shapes')
+        raise KernelCheck("ZeroDivisionError")
 
 
 # --- add, sub, mul ----------------------------------------------------------------------------
@@ -261,7 +263,7 @@ def _div(xp, a, b, rounding_mode):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
                            f"'floor' but found '{rounding_mode}'")
     if rounding_mode is not None:
-        _check_rounding_dtype(a if hasattr(a, "dtype") else b, rounding_mode)
+        _check_rounding_dtype(a, b, rounding_mode)
         a, b = _wrap_int_scalar(a, b)
     return fn(xp, a, b)
 
@@ -288,11 +290,13 @@ def _wrap_int_scalar(a, b):
 
 
 
-def _check_rounding_dtype(a, rounding_mode):
+def _check_rounding_dtype(a, b, rounding_mode):
     """Rounding division has no bool or complex kernel (operands are cast to the compute
-    dtype already, so one array tells it)."""
-    if a.dtype.kind in "bc" or a.dtype in WIDE_UNSIGNED_NP:
-        name = D.FROM_NUMPY[a.dtype]._torch_name
+    dtype already, so one array tells it), refused after the operands' shapes are checked."""
+    x = a if hasattr(a, "dtype") else b
+    if x.dtype.kind in "bc" or x.dtype in WIDE_UNSIGNED_NP:
+        check_broadcast(a, b)
+        name = D.FROM_NUMPY[x.dtype]._torch_name
         raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for '{name}'")
 
 
@@ -391,7 +395,8 @@ def _pow(xp, a, b, *, laid=False):
             neg = (xp.asarray(a) == -1) & (b < 0)
             small = xp.where(a == 1, 1, xp.where(neg, xp.where(odd, -1, 1), 0))
             return xp.where(b < 0, small, safe).astype(safe.dtype)
-    if getattr(a, "dtype", None) in WIDE_UNSIGNED_NP and int(b) not in (0, 1):
+    if getattr(a, "dtype", None) in WIDE_UNSIGNED_NP and getattr(b, "ndim", 0) == 0 \
+            and int(b) not in (0, 1):
         # (a tensor exponent was refused by the dispatcher: ops/_barebones.py)
         raise refusal("pow", D.FROM_NUMPY[a.dtype])
     if isinstance(b, (float, complex)) and b == 0.5 and hasattr(a, "dtype") \

@@ -8,7 +8,7 @@ from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.backend import device_scalar
 from ember.backend.fused import fma
-from ember.ops._barebones import WIDE_UNSIGNED_NP, clamp_kernel, refusal
+from ember.ops._op_errors import RefusedFirst
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
 from ember.ops._elementwise import binary, conj_grad, zeros_for
@@ -33,6 +33,8 @@ def _fit(xp, number, dtype):
         number = real_number(number, np.float64)     # PyTorch reads a double
     if type(number) is float or type(number) is int and dtype.kind in "fc":
         return checked_scalar(xp, number, dtype)
+    if type(number) is int and not -2 ** 63 <= number < 2 ** 63:   # (where(c, x, 2**63))
+        checked_scalar(xp, number, np.dtype(np.int64))              # PyTorch's error
     return number
 
 
@@ -399,7 +401,10 @@ def _clamp_rule(d, name, operands):
         if operands[0][0].category == D.FLOATING and D.DIM not in kinds and \
                 D.ZERO_DIM not in kinds:
             return operands[0][0]       # complex number bounds are read as doubles (_fit)
-        raise NotImplementedError("clamp is not supported for complex types")
+        # (PyTorch checks self's dtype first; a complex bound of a real self is refused by
+        # the kernel, after the operands' shapes and an in-place result's cast are checked)
+        refused = RefusedFirst if operands[0][0].category == D.COMPLEX else NotImplementedError
+        raise refused("clamp is not supported for complex types")
     if d is D.bool_ and D.SCALAR in kinds:
         raise NotImplementedError(f"\"{name}_scalar_cpu\" not implemented for 'Bool'")
     return d
@@ -416,8 +421,6 @@ def clamp(xp, x, lo, hi):
     """``input`` limited to [``min``, ``max``] (``max`` wins where ``min > max``)."""
     if lo is None and hi is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if x.dtype in WIDE_UNSIGNED_NP:     # (ops/_barebones.py)
-        raise refusal(clamp_kernel(lo, hi), D.FROM_NUMPY[x.dtype])
     if lo is not None:
         x = _extremum(xp, "maximum", x, _fit(xp, lo, x.dtype))
     if hi is not None:

@@ -9,6 +9,8 @@ convolutions again, so gradients of any order exist.
 
 import numpy as np
 
+from ember import _dtype as D
+
 from ember._memory_format import channels_last, channels_last_3d, in_order, suggested_order
 from ember.amp._state import suspended
 from ember.backend import cudnn_tf32
@@ -119,6 +121,8 @@ def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_paddi
         raise TypeError("convolution(): argument 'padding' must be tuple of ints, not str")
     args = conv_args("convolution", x, w, b, stride, padding, dilation, groups, transposed,
                      output_padding)
+    if b is not None and b.dtype != x.dtype:
+        return _add_bias_in_place(xp, _run(xp, x, w, None, args), b)
     return _run(xp, x, w, b, args)
 
 
@@ -164,6 +168,14 @@ def _(ggw, x, g, kernel_size, stride, padding, dilation, groups):
     return gx, gg
 
 
+def _add_bias_in_place(xp, out, b):
+    """``out`` plus a bias of another dtype, as PyTorch's 1-d and 2-d transposed convolution
+    kernels add it (in place: computed in the promoted dtype, cast to ``out``'s)."""
+    compute = D.promote_types(D.FROM_NUMPY[out.dtype], D.FROM_NUMPY[b.dtype]).np
+    out[...] = out.astype(compute) + b.astype(compute).reshape((1, -1) + (1,) * (out.ndim - 2))
+    return out
+
+
 def _conv_op(nd, transposed):
     """Register conv{nd}d or conv_transpose{nd}d over the shared implementation."""
     name = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
@@ -195,7 +207,10 @@ def _conv_op(nd, transposed):
     def forward(xp, x, w, b, *params):
         stride, padding, dilation, groups, opad = _params(params)
         xb, args = check(x, w, b, stride, padding, dilation, groups, opad)
-        out = _run(xp, xb, w, b, args)
+        if b is not None and b.dtype != x.dtype:
+            out = _add_bias_in_place(xp, _run(xp, xb, w, None, args), b)
+        else:
+            out = _run(xp, xb, w, b, args)
         return out if xb is x else out[0]
 
     def derivative(grad, x, w, b, *params, needs):

@@ -17,8 +17,9 @@ _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 _MAX_REDUCED = 2 ** 24
 
 
-def _check(xp, x, q, dim, interpolation):
-    """PyTorch's argument checks, in its order; returns q as a 1-D array of the input dtype."""
+def check_before_out(x, q, interpolation):
+    """PyTorch's argument checks (of arrays ``x`` and ``q``, or a number ``q``) that come
+    before its check of an ``out=`` tensor's dtype (ops/_out_compute.py), in its order."""
     scalar = not hasattr(q, "ndim")
     if scalar and not 0 <= q <= 1:
         raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {q:g}")
@@ -33,6 +34,12 @@ def _check(xp, x, q, dim, interpolation):
         raise RuntimeError("quantile() input tensor must be either float or double dtype")
     if not scalar and q.dtype != x.dtype:
         raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
+
+
+def _check(xp, x, q, dim, interpolation):
+    """PyTorch's argument checks, in its order; returns q as a 1-D array of the input dtype."""
+    check_before_out(x, q, interpolation)
+    scalar = not hasattr(q, "ndim")
     if dim is not None:
         int_dim("quantile", dim, x.ndim)
     if not scalar and not ((q >= 0) & (q <= 1)).all():

@@ -11,6 +11,7 @@ from ember._tensor import Tensor, _make
 from ember.backend import device_scalar, special_of, xp_of
 from ember.ops._elementwise import conj_grad, unary, zeros_for
 from ember.ops._inplace import call_inplace
+from ember.ops._op_errors import RefusedFirst
 from ember.ops._pointwise_layout import laid_as_operands
 from ember.ops._promotion import FLOAT, REAL_FLOAT, SAME, Policy
 from ember.ops._registry import op
@@ -41,7 +42,7 @@ def _rounding_rule(d, name, operands):
     if d.category == D.COMPLEX:
         if name == "round":
             raise NotImplementedError(f"\"round_vml_cpu\" not implemented for '{d._torch_name}'")
-        raise NotImplementedError(f"{name} is not supported for complex inputs")
+        raise RefusedFirst(f"{name} is not supported for complex inputs")  # (before out=)
     return d
 
 

@@ -8,6 +8,7 @@ import contextlib
 import warnings
 
 from ember._tensor import Tensor
+from ember.nn.modules.module import Module
 from ember.nn.utils.parametrize import is_parametrized
 
 __all__ = ["functional_call"]
@@ -24,10 +25,33 @@ def _tied_names(module):
     return {name: names for names in groups.values() for name in names}
 
 
+def _submodule(module, path):
+    """The submodule at dotted ``path`` (PyTorch's errors for functional_call's keys)."""
+    if not path:
+        return module
+    owner = module
+    for i, attr in enumerate(path.split(".")):
+        try:
+            child = getattr(owner, attr)
+        except AttributeError:
+            raise AttributeError(f"{owner._get_name()} has no attribute `{attr}`") from None
+        if not isinstance(child, Module):
+            name = ".".join(path.split(".")[:i + 1])
+            raise TypeError(f"submodule `{name}`: {child} is not an instance of "
+                            f"torch.nn.Module")
+        owner = child
+    return owner
+
+
 def _swap(module, dotted, value):
-    """Put ``value`` (or _MISSING to remove) at ``dotted``; return what was there."""
+    """Put ``value`` (or _MISSING to remove) at ``dotted``; return what was there (_MISSING
+    for nothing)."""
     path, _, name = dotted.rpartition(".")
-    owner = module.get_submodule(path)
+    owner = _submodule(module, path)
+    if not name:
+        raise KeyError('tensor name can\'t be empty string ""')
+    if value is not _MISSING and value is not None and not isinstance(value, (Tensor, property)):
+        raise TypeError(f"{value} is not an instance of torch.Tensor")
     if is_parametrized(owner, name):
         return _swap_parametrized(owner, name, value)
     for table in (owner._parameters, owner._buffers):
@@ -38,11 +62,13 @@ def _swap(module, dotted, value):
             else:
                 table[name] = value
             return old
-    old = owner.__dict__.get(name, _MISSING)
-    if value is _MISSING:
-        owner.__dict__.pop(name, None)
-    else:
-        owner.__dict__[name] = value
+    old = getattr(owner, name, _MISSING)
+    if old is not _MISSING and not isinstance(old, Tensor):
+        raise TypeError(f"attribute `{name}`: {old} is not an instance of torch.Tensor")
+    if value is not _MISSING:
+        setattr(owner, name, value)
+    elif old is not _MISSING:
+        delattr(owner, name)
     return old
 
 
@@ -64,9 +90,6 @@ def _swap_parametrized(owner, name, value):
 @contextlib.contextmanager
 def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, strict=False):
     values = dict(parameters_and_buffers)
-    for value in values.values():
-        if value is not None and not isinstance(value, Tensor):
-            raise TypeError(f"{value} is not an instance of torch.Tensor")
     if tie_weights:
         tied = _tied_names(module)
         for name in list(values):
@@ -95,8 +118,13 @@ def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, str
             originals[name] = _swap(module, name, value)
         yield
     finally:
-        for name, old in originals.items():
-            _swap(module, name, old)
+        current = {name: _swap(module, name, old) for name, old in originals.items()}
+        # a tensor the call rebound (``self.n = self.n + 1``) is handed back in the caller's
+        # dict, as PyTorch does (not a removed one: PyTorch's sentinel is no tensor)
+        for name in parameters_and_buffers:
+            new = current.get(name, _MISSING)
+            if new is not _MISSING and not isinstance(new, property):
+                parameters_and_buffers[name] = new
 
 
 def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
@@ -114,17 +142,6 @@ def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
 def _functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
                      tie_weights=True, strict=False):
     """``functional_call`` without the deprecation warning (what ``ember.func`` calls)."""
-    if isinstance(parameters_and_buffers, (list, tuple)):
-        merged, repeated = {}, []
-        for d in parameters_and_buffers:
-            for key, value in d.items():
-                if key in merged and key not in repeated:
-                    repeated.append(key)
-                merged[key] = value
-        if repeated:
-            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of "
-                             f"functional call is ambiguous")
-        parameters_and_buffers = merged
     if args is None:
         args = ()
     elif not isinstance(args, tuple):
