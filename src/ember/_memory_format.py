@@ -161,13 +161,25 @@ def strided_if_empty(xp, array):
     return restrided(xp, array, array.shape, tuple(strides))
 
 
+class _Strided:
+    """Another array's memory described anew (NumPy's ``as_strided`` makes one, with checks
+    that cost twice what this does)."""
+    __slots__ = ("__array_interface__", "base")
+
+
 def restrided(xp, array, shape, strides):
     """A view of ``array``'s memory with ``shape`` and byte ``strides`` (``as_strided``),
     keeping ml_dtypes' dtypes, which NumPy's ``as_strided`` loses (it reads the dtype back
     from a type string: float8_e5m2's, '<f1', names no type)."""
-    if xp is np and array.dtype.type.__module__ != "numpy":
-        bits = array.view(f"u{array.itemsize}")
-        return np.lib.stride_tricks.as_strided(bits, shape, strides).view(array.dtype)
+    if array.dtype.type.__module__ != "numpy":
+        return restrided(xp, array.view(f"u{array.itemsize}"), shape, strides).view(array.dtype)
+    if type(array) is np.ndarray:
+        view = _Strided()
+        view.__array_interface__ = face = array.__array_interface__     # (a new dict)
+        face["shape"] = tuple(shape)
+        face["strides"] = tuple(strides)
+        view.base = array                   # (keeps the memory alive)
+        return np.asarray(view)
     return xp.lib.stride_tricks.as_strided(array, shape, strides)
 
 

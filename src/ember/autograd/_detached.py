@@ -13,12 +13,13 @@ def note_detached(t):
     """Record that ``detach_()`` cut ``t`` from its node: the nodes made so far that saved
     it refuse to unpack it."""
     from ember.autograd.graph import _sequence
-    DETACHED_IN_PLACE[0] = True
-    t._meta = {**(t._meta or {}), "detached_before": _sequence.__reduce__()[1][0]}
+    DETACHED_IN_PLACE[0] = True     # (a number of its own: nodes made since, and the nodes
+    t._meta = {**(t._meta or {}), "detached_before": next(_sequence)}  # placed just before
 
 
 def check_detached(node):
-    """Raise PyTorch's error if op node ``node`` saved a tensor detached in place since."""
+    """Raise PyTorch's error if op node ``node`` saved a tensor detached in place since (in
+    backward only: PyTorch's ``_saved_*`` attributes still read it)."""
     inputs = node._inputs
     if inputs is None or node._released:
         return

@@ -347,8 +347,6 @@ class OpNode(Node):
         return kept
 
     def _unpack_inputs(self):
-        if DETACHED_IN_PLACE[0]:
-            check_detached(self)
         released = self._released
         if released:
             if released is True:
@@ -434,6 +432,8 @@ class OpNode(Node):
     def apply(self, grads, in_meta=None):
         """Input gradients from output gradients, conformed to ``in_meta`` (or the inputs')."""
         op = self.op
+        if DETACHED_IN_PLACE[0]:
+            check_detached(self)
         inputs = self._unpack_inputs()
         if self.n_outputs == 1:
             grad = grads[0]

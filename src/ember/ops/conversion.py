@@ -452,7 +452,7 @@ def resize_(self, *sizes, size=UNSET, memory_format=None):
         raise RuntimeError("cannot resize variables that has a forward grad")
     if shape == self._data.shape and memory_format is None:
         return self
-    if _INFERENCE_MADE[0]:
+    if _INFERENCE_MADE[0] and shape != self._data.shape:    # (PyTorch lays one out anew)
         check_inplace(self)     # (PyTorch resizes an inference tensor first, then refuses)
     if type(self._data) is MetaArray:
         self._data = MetaArray(shape, self._data.dtype)

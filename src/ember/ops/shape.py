@@ -115,18 +115,32 @@ def _unit_strides(xp, x, out):
     """``out``, a view of ``x`` reshaped, with PyTorch's strides for its size-1 dims, where
     NumPy's differ: the last dim's is ``x``'s last stride (1 for a 0-dim ``x``); any other's,
     the next dim's stride times its size (``ones(2, 5)[:, 1:2].view(1, 2, 1, 1)``: (10, 5, 1,
-    1), not NumPy's (10, 5, 5, 5))."""
-    if 1 not in out.shape or not out.size or x.flags.c_contiguous and (
-            not x.ndim or x.strides[-1] == x.itemsize):    # (NumPy's strides are PyTorch's)
+    1), not NumPy's (10, 5, 5, 5)).
+
+    NumPy's differ only in the size-1 dims after the last larger one, where ``x``'s last dim
+    has size 1 too (PyTorch gives them that dim's stride, NumPy the last larger dim's or the
+    item size), and for ``x``'s own shape (NumPy keeps ``x``'s strides, PyTorch recomputes)."""
+    shape = out.shape
+    if shape == x.shape:
+        if 1 not in shape or x.base is None and x.flags.c_contiguous:    # (NumPy's own
+            return out                                                  # layout: PyTorch's)
+    elif shape[-1:] != (1,) or x.shape[-1:] != (1,) or out.strides[-1] == x.strides[-1]:
         return out
+    if not out.size:
+        return out
+    if shape != x.shape:        # the size-1 dims after the last larger one: x's last stride
+        end = len(shape) - 1
+        while end and shape[end - 1] == 1:
+            end -= 1
+        return restrided(xp, out, shape, out.strides[:end] + x.strides[-1:] * (len(shape) - end))
     strides = list(out.strides)
-    inner = x.strides[-1] if x.ndim else out.itemsize
+    inner = x.strides[-1]       # (x has dims here)
     for d in range(out.ndim - 1, -1, -1):
-        if out.shape[d] == 1:
+        if shape[d] == 1:
             strides[d] = inner
-        inner = strides[d] * out.shape[d]
+        inner = strides[d] * shape[d]
     strides = tuple(strides)
-    return out if strides == out.strides else restrided(xp, out, out.shape, strides)
+    return out if strides == out.strides else restrided(xp, out, shape, strides)
 
 
 def _unit_strides_if_view(xp, x, out):
@@ -281,7 +295,7 @@ def unflatten(xp, x, dim, sizes):
         inner = infer_shape(sizes, n)
     except RuntimeError as e:       # -1 beside a 0 size: as ambiguous as in reshape
         raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
-    return _unit_strides_if_view(xp, x, xp.reshape(x, x.shape[:d] + inner + x.shape[d + 1:]))
+    return _unit_strides_if_view(xp, x, x.reshape(x.shape[:d] + inner + x.shape[d + 1:]))
 
 
 @unflatten.derivative
