@@ -56,6 +56,7 @@ from ember import multiprocessing, quasirandom, version  # noqa: F401
 from ember._storage import TypedStorage, UntypedStorage, from_file  # noqa: F401
 from ember import storage  # noqa: F401
 from ember._legacy_storages import *  # noqa: F401,F403  (FloatStorage, LongStorage, ...)
+from ember import _storage_buffer  # noqa: F401  (the storages' from_buffer)
 from ember import masked, nested, sparse  # noqa: F401
 from ember.sparse import (sparse_compressed_tensor, sparse_coo_tensor,  # noqa: F401
                           sparse_csr_tensor, spmm)

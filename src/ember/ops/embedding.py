@@ -274,14 +274,15 @@ def _check_mode(mode, scale_grad_by_freq, sparse):
         raise ValueError("mode has to be one of sum, mean or max")
 
 
-def _check_bag_range(flat, n, mode):
-    """PyTorch's error for a bag index outside ``[0, n)`` (its max mode words it otherwise)."""
+def _check_bag_range(flat, n, mode, fast):
+    """PyTorch's error for a bag index outside ``[0, n)``: its fast sum/mean kernel (float32,
+    float16, bfloat16 rows, no padding index) names the position, the others word it otherwise."""
     if flat.device.type == "meta":
         return
     flat = flat._data
 
     def error(bad):
-        if mode == "max":
+        if mode == "max" or not fast:
             return RuntimeError(f"embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
                                 f"found idx to be {bad}")
         at = int((flat == bad).argmax())      # the first entry out of range holds ``bad``
@@ -321,7 +322,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     pad = _bag_padding_index(padding_idx, weight.shape[0])
     if max_norm is not None:  # PyTorch renorms the rows before its range check
         _check_renorm_rows(flat.unique(), weight.shape)
-    _check_bag_range(flat, weight.shape[0], mode)
+    _check_bag_range(flat, weight.shape[0], mode, padding_idx is None and weight.dtype in (
+        ember.float32, ember.float16, ember.bfloat16))
     if forward_ad_active():     # (PyTorch's forward-only kernel: a weight without gradient)
         dual = unpack_dual(weight).tangent is not None
         # (the graph's fields: a forward-mode transform's weight reports no requires_grad)
