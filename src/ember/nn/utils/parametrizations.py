@@ -83,9 +83,11 @@ class _SpectralNorm(Module):
 
     @no_grad()
     def _power_method(self, mat, n):
+        # out= writes as PyTorch's (a transform refuses in-place writes into captures)
+        from ember.nn.functional import normalize
         for _ in range(n):
-            self._u.copy_(unit_vector(mat.mv(self._v), self.eps))
-            self._v.copy_(unit_vector(mat.conj().t().mv(self._u), self.eps))
+            normalize(mat.mv(self._v), dim=0, eps=self.eps, out=self._u)
+            normalize(mat.conj().t().mv(self._u), dim=0, eps=self.eps, out=self._v)
 
     def forward(self, weight):
         if weight.ndim == 1:

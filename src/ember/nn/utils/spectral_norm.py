@@ -29,10 +29,13 @@ class SpectralNorm:
         u, v = getattr(module, self.name + "_u"), getattr(module, self.name + "_v")
         mat = weight_matrix(weight, self.dim)
         if do_power_iteration:
+            # out= writes, as PyTorch's: a transform (func.jvp) refuses in-place writes into
+            # captured buffers, not out= ones
+            normalize = ember.nn.functional.normalize
             with ember.no_grad():
                 for _ in range(self.n_power_iterations):
-                    v.copy_(unit_vector(mat.t().mv(u), self.eps))
-                    u.copy_(unit_vector(mat.mv(v), self.eps))
+                    normalize(mat.t().mv(u), dim=0, eps=self.eps, out=v)
+                    normalize(mat.mv(v), dim=0, eps=self.eps, out=u)
             u, v = u.clone(), v.clone()
         return weight / u.dot(mat.mv(v))
 
