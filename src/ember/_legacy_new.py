@@ -122,6 +122,8 @@ DEFAULT_TYPE_DEVICE = ["cpu"]
 def legacy_tensor_new(cls, args, kwargs):
     """``Tensor()``, ``Tensor(2, 3)`` and ``Tensor(data)``: the legacy float constructor."""
     device = kwargs.pop("device", None)
+    if "size" in kwargs:
+        args = fold_size(args, kwargs.pop("size"))
     if kwargs:
         raise TypeError(f"Tensor(): unexpected keyword arguments {sorted(kwargs)}")
     # the default tensor type's device, as PyTorch's: set_default_device and `with
@@ -130,10 +132,48 @@ def legacy_tensor_new(cls, args, kwargs):
                       device)
 
 
-def _new(self, *args, device=None):
+NO_SIZE = object()      # (``size=`` not given)
+
+
+def _new(self, *args, device=None, size=NO_SIZE):
     """The legacy constructor with this tensor's dtype and device: ``x.new(2, 3)``,
-    ``x.new(data)``, ``x.new()``."""
+    ``x.new(data)``, ``x.new()``, ``x.new(size=(2, 3))``."""
+    if size is not NO_SIZE:
+        args = fold_size(args, size)
     return legacy_new(args, self.dtype, self.device, given=device)
 
 
 Tensor.new = _new
+
+
+def fold_size(args, size, sparse=False):
+    """The positional arguments of a legacy constructor given ``size=`` (``Tensor(size=(2,
+    3))``, a sparse type's ``(indices, values, size=...)``): PyTorch's parser takes the
+    keyword for the size of the overload that has one."""
+    ints = isinstance(size, (tuple, list)) and all(
+        isinstance(s, numbers.Integral) and type(s) is not bool for s in size)
+    takes = (2,) if sparse else (0,)
+    if sparse and len(args) == 3 and isinstance(args[0], Tensor):
+        raise TypeError("new() got multiple values for argument 'size'")
+    if ints and (len(args) in takes and (not args or isinstance(args[0], Tensor)) or
+                 sparse and not args):
+        return (*args, Size(size)) if args else (Size(size),)
+    keyword = f"size={_c_type_name(size)}" + ("" if args else ", ")   # (sic, PyTorch's)
+    raise combination_error([*(_c_type_name(a) for a in args), keyword], sparse)
+
+
+def combination_error(got, sparse):
+    """PyTorch's parser's error for arguments (described by ``got``) that match no form of a
+    legacy constructor (a dense one's, or a sparse one's)."""
+    got = ", ".join(got)
+    if sparse:
+        forms = (" * (*, torch.device device = None)\n"
+                 " * (Tensor indices, Tensor values, *, torch.device device = None)\n"
+                 " * (Tensor indices, Tensor values, tuple of ints size, *, torch.device "
+                 "device = None)\n * (tuple of ints size, *, torch.device device = None)\n")
+    else:
+        forms = (" * (*, torch.device device = None)\n * (torch.Storage storage)\n"
+                 " * (Tensor other)\n * (tuple of ints size, *, torch.device device = None)\n"
+                 " * (object data, *, torch.device device = None)\n")
+    return TypeError(f"new() received an invalid combination of arguments - got ({got}), but "
+                     f"expected one of:\n{forms}")

@@ -61,7 +61,7 @@ __all__ = [
     "caching_allocator_disabled", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "reset_peak_host_memory_stats", "reset_accumulated_host_memory_stats",
     "set_sync_debug_mode", "get_sync_debug_mode", "current_solver_handle",
-    "DeferredCudaCallError", "cudaStatus", "profiler",
+    "DeferredCudaCallError", "cudaStatus", "profiler", "sparse",
 ]
 
 has_half = True
@@ -124,11 +124,11 @@ def check_error(res):
         raise CudaError(res)
 
 
-_LAZY = ("amp", "comm", "nvtx", "profiler", "default_generators")      # resolved on first use
+_LAZY = ("amp", "comm", "nvtx", "profiler", "sparse", "default_generators")  # resolved on first use
 
 
 def __getattr__(name):
-    if name in ("amp", "comm", "nvtx", "profiler"):
+    if name in ("amp", "comm", "nvtx", "profiler", "sparse"):
         return importlib.import_module(f"ember.cuda.{name}")
     if name == "default_generators":    # one per GPU; none without CUDA
         from ember.cuda.random import default_generator

@@ -141,6 +141,11 @@ class JaggedTensor(ValuesBacked, Tensor):
         """This jagged tensor cut from the graph (sharing its values' memory)."""
         return self._with_values(self._v.detach())
 
+    def detach_(self):
+        """Cut this jagged tensor from the graph in place (its values detached): self."""
+        self._v, self._leaf = self._v.detach(), True
+        return self
+
     def _with_values(self, values, ragged_idx=None):
         """A jagged tensor with these offsets and ``values`` (of the same ragged layout)."""
         return jagged(values, self._offsets, self._lengths, ragged_idx or self._ragged_idx,

@@ -143,7 +143,7 @@ def _elementwise(func, name):
 
 # functions that take the values for the jagged tensor at this position (the like-factories
 # make jagged results; embedding's indices come second)
-_ON_VALUES = dict.fromkeys(("dropout", "nn.functional.dropout", "zeros_like", "ones_like",
+_ON_VALUES = dict.fromkeys(("zeros_like", "ones_like",
                             "empty_like", "full_like", "rand_like", "randn_like",
                             "randint_like", "fill_"), 0) | {"embedding": 1}
 
@@ -158,6 +158,19 @@ def _on_values(func, position):
         out = func(*args, **kwargs)
         return nt if out is nt._v else nt._with_values(out)     # (in place)
     return run
+
+
+@_handles("dropout", "nn.functional.dropout")
+def _dropout(input, p=0.5, training=True, inplace=False):
+    """Dropout of a jagged tensor's values; PyTorch's refuses to draw a mask in place (its
+    jagged tensors lack ``bernoulli_``)."""
+    if not isinstance(input, JaggedTensor):
+        raise NotImplementedError("ember.nested: dropout takes a jagged tensor as argument 0 "
+                                  "only")
+    if inplace and training and 0 < p < 1:
+        raise NotImplementedError("aten.bernoulli_.float")
+    out = ember.nn.functional.dropout(input._v, p, training, inplace)
+    return input if out is input._v else input._with_values(out)
 
 
 @_handles("copy_")

@@ -8,6 +8,8 @@ import numpy as np
 
 from ember._dtype import float64, get_default_dtype
 from ember._tensor import Tensor, _make
+from ember._values_backed import ValuesBacked
+from ember.nn.parameter import Parameter
 from ember.backend import SEVERAL_GPUS, device_guard, device_kernel, gpu_elsewhere, xp_of
 from ember.ops._op_errors import broadcast_message
 from ember.ops.complex_ops import view_as_real
@@ -100,7 +102,11 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, 
     for p in group["params"]:
         g = p._grad
         if g is None:
-            continue
+            if type(p) is Parameter or not sparse_param(p):
+                continue
+            g = p.grad      # a sparse parameter's gradient lives on its values
+            if g is None:
+                continue
         if not isinstance(p, Tensor) and nested_param(p):
             from ember.nested._strided_optim import refuse
             refuse(p, name, group)      # (PyTorch's error, but for SGD's: it steps it itself)
@@ -120,6 +126,9 @@ def grads_of(group, maximize=False, name=None, takes_sparse=False, graph=False, 
         if group.get("fused"):
             _check_fused(p, sparse, name, first)
         first = False
+        if type(p) is not Parameter and sparse_param(p):    # (SGD's) steps with sparse ops
+            yield p, None, g
+            continue
         if sparse:
             g = g.to_dense()
         if graph:
@@ -182,6 +191,11 @@ _CAPTURABLE_FOREACH = {"Adam": ("params and state_steps", _DEVICES[:-1]),
                        "RAdam": ("params and state_steps", _DEVICES[:-1]),
                        "NAdam": ("params, mu_products, and state_steps", _DEVICES[:-1]),
                        "ASGD": ("params, mus, etas, and state_steps", _DEVICES[:-1])}
+
+
+def sparse_param(p):
+    """Whether parameter ``p`` is a sparse tensor (its ``.grad`` lives on its values)."""
+    return isinstance(p, ValuesBacked) and (p.is_sparse or p.is_sparse_csr)
 
 
 def nested_param(p):

@@ -9,8 +9,8 @@ from ember.optim import _stale_foreach as stale
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, slot, state_like,
-                                step_count, uncounter)
+from ember.optim._state import (apply_updates, grads_of, lr_of, sparse_param, step_like, slot,
+                                state_like, step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 from ember.sparse._invariants import warn_if_implicit
 
@@ -88,6 +88,8 @@ def _init_state(state, p, group):
     """A step count of 0 and ``sum`` filled with the group's initial_accumulator_value (in
     both parts of a complex parameter, which steps as pairs of reals)."""
     v = group["initial_accumulator_value"]
+    if sparse_param(p):     # PyTorch's full_like(p, memory_format=...) of a sparse one
+        raise RuntimeError("memory format option is only supported by strided tensors")
     state.update(step=step_like(p, group),
                  sum=state_like(p, complex(v, v) if p.is_complex() else v))
 

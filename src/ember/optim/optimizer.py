@@ -22,7 +22,8 @@ from ember._warn import outside_level
 from ember.autograd.graph import RemovableHandle
 from ember.autograd.grad_mode import enable_grad, set_grad_enabled
 from ember.backend import SEVERAL_GPUS, device_guard, gpu_elsewhere, loud_fp, quiet_fp
-from ember.optim._state import nested_param, scalar_state
+from ember.nn.parameter import Parameter
+from ember.optim._state import nested_param, scalar_state, sparse_param
 from ember.optim._state import value as _get_value  # noqa: F401  (user optimizers import it)
 from ember.profiler import _recorder
 
@@ -315,6 +316,8 @@ def _zero_grads(param_groups, set_to_none):
     for group in param_groups:
         for p in group["params"]:
             if p._grad is None:
+                if type(p) is not Parameter and sparse_param(p) and p.grad is not None:
+                    _zero_sparse_param_grad(p, set_to_none)     # (its values hold the grad)
                 continue
             if set_to_none:
                 p._grad = None
@@ -333,6 +336,20 @@ def _zero_grads(param_groups, set_to_none):
                     g._requires_grad = False
                 g._data[...] = 0
                 g._bump_version()
+
+
+def _zero_sparse_param_grad(p, set_to_none):
+    """zero_grad of a sparse parameter: its gradient dropped, or zeroed in place (the
+    parameter keeps the emptied gradient, see sparse/_leaf_grads.py)."""
+    if set_to_none:
+        p.grad = None
+        return
+    g = p.grad
+    if g.grad_fn is not None:
+        g.detach_()
+    else:
+        g.requires_grad_(False)
+    g.zero_()
 
 
 def _with_hooks(step):

@@ -58,12 +58,13 @@ class SGD(Optimizer):
             params, updates, nested, new_buffers = [], [], [], []
             for p, x, g in grads_of(group, group["maximize"], "SGD", takes_sparse=True,
                                   graph=group["differentiable"], nested=nested):
+                if x is None or (p._grad.is_sparse and hyper["momentum"]):   # (x: sparse p)
+                    _sparse_step(p, g if x is None else p._grad, self.state[p],
+                                 group["maximize"], **hyper)
+                    continue
                 if hyper["weight_decay"] and p._grad.is_sparse:     # grad + decay * param
                     raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, "
                                        "sparse) instead.")
-                if p._grad.is_sparse and hyper["momentum"]:
-                    _sparse_momentum_step(p, self.state[p], group["maximize"], **hyper)
-                    continue
                 params.append(p)
                 updates.append((x, g) + self._buffer(p, group, new_buffers))
             for p in nested:    # nested tensors (PyTorch steps them with their ops)
@@ -100,12 +101,17 @@ class SGD(Optimizer):
         return slot(buf, group), False
 
 
-def _sparse_momentum_step(p, state, maximize, *, lr, momentum, dampening, weight_decay,
-                          nesterov):
-    """One step of ``p`` whose gradient is sparse, keeping a sparse momentum buffer as
-    PyTorch does (the buffer holds the rows the gradients touched)."""
+def _sparse_step(p, g, state, maximize, *, lr, momentum, dampening, weight_decay, nesterov):
+    """One step of ``p`` whose gradient ``g`` is sparse, in PyTorch's tensor ops: a sparse
+    momentum buffer holds the rows the gradients touched; a sparse parameter takes the
+    weight decay (sparse + sparse) and steps in place."""
     with no_grad():
-        g = -p._grad if maximize else p._grad
+        g = -g if maximize else g
+        if weight_decay:
+            g = g.add(p, alpha=weight_decay)
+        if not momentum:
+            p.add_(g, alpha=-lr)
+            return
         buf = state.get("momentum_buffer")
         if buf is None:
             buf = state["momentum_buffer"] = g.clone().detach()

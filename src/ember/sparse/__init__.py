@@ -8,6 +8,7 @@ a sparse matrix by a dense one, differentiably in both. See NOTE [Sparse tensors
 _tensor.py for how they are built.
 """
 
+from ember import _legacy_types
 from ember.sparse._tensor import SparseTensor, sparse_coo_tensor
 from ember.sparse._compressed import sparse_compressed_tensor, sparse_csr_tensor
 from ember.sparse._invariants import check_sparse_tensor_invariants
@@ -25,8 +26,8 @@ from ember.sparse._spdiags import spdiags
 __all__ = ["mm", "addmm", "sampled_addmm", "spdiags", "sum", "softmax", "log_softmax", "spmm",
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_compressed_tensor",
            "check_sparse_tensor_invariants",
-           "SparseTensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor",
-           "IntTensor", "ByteTensor", "BoolTensor"]
+           "SparseTensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor",
+           "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor"]
 
 
 def mm(mat1, mat2, reduce=None):
@@ -97,47 +98,38 @@ def _check_legacy_indices(indices, sized):
     raise RuntimeError(f"expected scalar type Long but found {indices.dtype._torch_name}")
 
 
-def _legacy_constructor(name, dtype_name):
-    def make(*args, device=None):
-        import ember
-        dtype = getattr(ember, dtype_name)
-        if args and isinstance(args[0], ember.Tensor):         # (indices, values[, size])
-            if len(args) == 3:
-                _legacy_deprecated("indices, values, shape, *, device=",
-                                   "indices, values, shape, dtype=, device=")
-            else:
-                _legacy_deprecated("indices, values, *, device=", "indices, values, dtype=, "
-                                   "device=")
-            _check_legacy_indices(args[0], len(args) == 3)
-            return sparse_coo_tensor(*args, device=device, check_invariants=True)
-        if not args:
-            _legacy_deprecated("", "(0,), dtype=")
-            args = (0,)
+def legacy_sparse_new(args, dtype, device):
+    """``ember.sparse.FloatTensor(indices, values[, size])`` or ``(*sizes)`` (the legacy sparse
+    types' constructor, ember._legacy_types): a COO tensor of ``dtype``."""
+    import ember
+    if args and isinstance(args[0], ember.Tensor):         # (indices, values[, size])
+        if len(args) == 3:
+            _legacy_deprecated("indices, values, shape, *, device=",
+                               "indices, values, shape, dtype=, device=")
         else:
-            if len(args) == 1 and isinstance(args[0], (tuple, list)):
-                if not isinstance(args[0], ember.Size):
-                    raise TypeError("ember.sparse.SparseTensor(sequence) only accepts sizes.  "
-                                    "Please use ember.sparse_coo_tensor() or construct a "
-                                    "strided tensor and convert it to sparse via to_sparse.")
-                args = tuple(args[0])
-            _legacy_deprecated("shape, *, device=", "shape, dtype=, device=")
-        size = tuple(args)
-        indices = ember.zeros((len(size), 0), dtype=ember.int64, device=device)
-        return sparse_coo_tensor(indices, ember.zeros(0, dtype=dtype, device=device), size,
-                                 check_invariants=False)
-    make.__name__ = make.__qualname__ = name
-    make.__doc__ = (f"``torch.sparse.{name}(indices, values, size)`` or ``(*sizes)``: a COO "
-                    f"tensor (the legacy constructor).")
-    return make
+            _legacy_deprecated("indices, values, *, device=", "indices, values, dtype=, "
+                               "device=")
+        _check_legacy_indices(args[0], len(args) == 3)
+        return sparse_coo_tensor(*args, device=device, check_invariants=True)
+    if not args:
+        _legacy_deprecated("", "(0,), dtype=")
+        args = (0,)
+    else:
+        if len(args) == 1 and isinstance(args[0], (tuple, list)):
+            if not isinstance(args[0], ember.Size):
+                raise TypeError("ember.sparse.SparseTensor(sequence) only accepts sizes.  "
+                                "Please use ember.sparse_coo_tensor() or construct a "
+                                "strided tensor and convert it to sparse via to_sparse.")
+            args = tuple(args[0])
+        _legacy_deprecated("shape, *, device=", "shape, dtype=, device=")
+    size = tuple(args)
+    indices = ember.zeros((len(size), 0), dtype=ember.int64, device=device)
+    return sparse_coo_tensor(indices, ember.zeros(0, dtype=dtype, device=device), size,
+                             check_invariants=False)
 
 
-FloatTensor = _legacy_constructor("FloatTensor", "float32")
-DoubleTensor = _legacy_constructor("DoubleTensor", "float64")
-HalfTensor = _legacy_constructor("HalfTensor", "float16")
-LongTensor = _legacy_constructor("LongTensor", "int64")
-IntTensor = _legacy_constructor("IntTensor", "int32")
-ByteTensor = _legacy_constructor("ByteTensor", "uint8")
-BoolTensor = _legacy_constructor("BoolTensor", "bool")
+# the legacy types (classes: ``isinstance(s, ember.sparse.FloatTensor)``, ``s.type(...)``)
+globals().update(_legacy_types.SPARSE_TYPES)
 
 
 def __getattr__(name):

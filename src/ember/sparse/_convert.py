@@ -6,7 +6,9 @@ import math
 import numpy as np
 
 import ember
+from ember import _dtype as D
 from ember._tensor import Tensor
+from ember.ops._barebones import refusal
 from ember.sparse import _layouts as L
 from ember.sparse._batched import batched_to_coo, is_batched, stack_batches
 from ember.sparse._compressed import block_coordinates, blocksize, expand_pointers
@@ -45,6 +47,8 @@ def unravel(positions, sizes):
 
 def to_dense(s):
     """The strided tensor a sparse one stands for (duplicates summed)."""
+    if s._v.dtype in D.WIDE_UNSIGNED and _refuse_unsigned_dense(s):
+        return ember.zeros(s._size, dtype=s._v.dtype, device=s._v.device)
     if s._layout is not L.sparse_coo:
         s = to_sparse_coo(s)
     values = s._v
@@ -58,6 +62,23 @@ def to_dense(s):
         return (counts != 0).reshape(s._size)
     out = ember.zeros(flat_shape, dtype=values.dtype, device=values.device)
     return out.index_add(0, linear(indices, sizes), values).reshape(s._size)
+
+
+def _refuse_unsigned_dense(s):
+    """PyTorch's refusal of a uint16/32/64 sparse tensor's densifying kernel
+    (ops/_barebones.py); True where it takes none (nothing stored in COO or blocks)."""
+    if s._layout is L.sparse_coo:
+        if not s._v.shape[0]:
+            return True
+        kernel = "add_dense_sparse_worker_non_coalesced" if not s._coalesced else \
+            "add_dense_sparse_hybrid" if s._v.ndim > 1 else "add_dense_sparse_non_hybrid"
+    elif L.blocked(s._layout):
+        if not s._v.shape[-3]:
+            return True
+        kernel = "scatter_gather_tensor_cpu"
+    else:
+        kernel = "index_add_"
+    raise refusal(kernel, s._v.dtype)
 
 
 def _numel(sizes):
@@ -137,6 +158,11 @@ def _dense_to_coo(x, sparse_dim):
     if not 0 <= sparse_dim <= ndim:
         raise RuntimeError(f"dense_to_sparse: sparse_dim argument must be in [0,{ndim}] "
                            f"range, but {sparse_dim} is given")
+    if sparse_dim == 0 and ndim:
+        raise RuntimeError("dense_to_sparse: sparse_dim argument must be in >0 when "
+                           "self.dim()>0")
+    if x.dtype in D.WIDE_UNSIGNED:      # (ops/_barebones.py: PyTorch's kernel for the indices)
+        raise refusal("nonzero_count_cpu", x.dtype)
     mask = x != 0
     if sparse_dim < ndim:
         mask = mask.reshape(tuple(x.shape[:sparse_dim]) + (-1,)).any(-1)
@@ -238,6 +264,8 @@ def _to_compressed(x, layout, block, dense_dim, caller):
                            f"SparseCsc layout but got {L.short_name(x.layout)}")
     _check_matrix_dims(x, name)
     _check_coo_matrix(x, layout)
+    if not isinstance(x, SparseTensor) and x.dtype in D.WIDE_UNSIGNED:     # (ops/_barebones.py)
+        raise refusal("index_select", x.dtype)
     if x.ndim > 2:
         return _to_batched(x, lambda m: to_compressed(m, layout), f"to_sparse_{name}")
     c = to_sparse_coo(x).coalesce()            # (a COO x was checked to be a matrix)
@@ -353,13 +381,45 @@ def to_sparse(x, *args, layout=None, blocksize=None, dense_dim=None):
     if args:
         if layout is not None:
             raise TypeError("to_sparse(): the sparse_dim form takes no layout")
+        if isinstance(x, SparseTensor) and x.layout is L.sparse_coo \
+                and args[0] != x.sparse_dim():
+            raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim "
+                               "argument !=self.sparse_dim() is not supported")
         return to_sparse_coo(x, args[0])
+    if isinstance(x, SparseTensor):
+        _check_sparse_source(x, L.sparse_coo if layout is None else layout, blocksize,
+                             dense_dim)
     if layout is None or layout is L.sparse_coo:
+        if dense_dim is not None and dense_dim == x.ndim > 0:
+            raise RuntimeError("dense_to_sparse: dense_dim argument must be !=self.dim() when "
+                               "self.dim()>0")
         dims = None if dense_dim is None else x.ndim - dense_dim
         return to_sparse_coo(x, dims)
     if layout in L.COMPRESSED:
         return to_compressed(x, layout, blocksize, dense_dim, "to_sparse")
     raise RuntimeError("to_sparse: layout must be a sparse layout, not ember.strided")
+
+
+def _check_sparse_source(x, layout, block, dense_dim):
+    """PyTorch's errors of ``x.to_sparse(layout=...)`` for a sparse ``x``: a blocksize only
+    for a blocked layout (and then one dividing the matrix), no dense_dim for a compressed
+    one."""
+    caller = ("to_sparse" if layout is x.layout else "sparse_coo_to_sparse"
+              if x.layout is L.sparse_coo else "sparse_compressed_to_sparse")
+    names = f"from {L.short_name(x.layout)} to {L.short_name(layout)}"
+    if L.blocked(layout) != (block is not None):
+        given = "with" if block is not None else "without"
+        raise RuntimeError(f"{caller}: conversion {names} {given} blocksize argument given is "
+                           f"not supported")
+    if dense_dim is not None and layout in L.COMPRESSED:
+        raise RuntimeError(f"{caller}: conversion {names} with dense_dim argument given is not "
+                           f"supported")
+    if block is not None and not L.blocked(x.layout) and x.ndim >= 2:
+        high, wide = (block, block) if isinstance(block, int) else tuple(block)
+        rows, cols = x.shape[-2:]
+        if rows % high or cols % wide:
+            raise RuntimeError(f"{caller}: tensor sparse size ({rows},{cols}) must be "
+                               f"divisible by given blocksize ({high},{wide})")
 
 
 def _from_dense(x, out, name):

@@ -34,7 +34,7 @@ def backend_name(args):
 # the others know only COO and CSR tensors
 ANY_LAYOUT = {"to_dense", "_to_copy", "transpose", "t", "mm", "spmm", "matmul", "addmm", "mv",
               "mul", "div", "mul_", "div_", "fill_", "add", "sub", "sum", "add_", "select",
-              "zeros_like", "empty_like", "__get__", "__set__"}
+              "zeros_like", "empty_like", "permute", "__get__", "__set__"}
 
 
 def aten_name(name):
@@ -68,7 +68,7 @@ _POINTWISE = frozenset((
     "exp", "exp2", "cos", "cosh", "sigmoid", "log", "log2", "log10", "clamp", "clamp_min",
     "clamp_max", "eq", "ne", "lt", "le", "gt", "ge", "acos", "acosh", "reciprocal", "rsqrt",
     "erfc", "lgamma", "digamma", "bitwise_not", "sub_", "where", "maximum", "minimum", "atan2",
-    "hypot", "fmod", "remainder"))
+    "hypot", "fmod", "remainder", "pow_", "clamp_"))
 
 
 def _refuse_pointwise(name, args):

@@ -20,14 +20,44 @@ from ember.sparse._versions import hand_over
 
 def _in_place(name):
     def run(self, *args, **kwargs):
+        if self._layout is L.sparse_coo:
+            if name == "square":                # (PyTorch's runs pow_, which COO lacks)
+                raise NotImplementedError(f"Could not run 'aten::pow_.Scalar' with arguments "
+                                          f"from the '{backend_name((self,))}' backend.")
+            if not self._coalesced and name not in _ANY_PATTERN:
+                raise RuntimeError(f"{name}_ requires coalesced input")
         new = HANDLERS[name](self, *args, **kwargs)
         if new.dtype != self.dtype:
+            if self.dtype.is_complex and not new.dtype.is_complex:    # (abs_, as PyTorch's)
+                raise RuntimeError(f"In-place {name} is not supported for complex tensors.")
             if not ember.can_cast(new.dtype, self.dtype):
                 raise RuntimeError(f"result type {new.dtype._torch_name} can't be cast to "
                                    f"the desired output type {self.dtype._torch_name}")
             new = new.to(self.dtype)
-        return _replace(self, new)
+        old = self._v
+        _replace(self, new)
+        _write_through(old, self._v)
+        return self
     return run
+
+
+# PyTorch's unary in-place ops refuse an uncoalesced COO tensor, but for these linear ones
+_ANY_PATTERN = frozenset(("neg", "negative", "conj_physical"))
+
+
+def _write_through(old, values):
+    """``values`` (a unary in-place op's new values) given the memory of ``old``, the values
+    the tensor had: PyTorch's op writes them in place, so the tensor the user gave
+    ``sparse_coo_tensor`` (or a ``values()`` taken before) sees the change."""
+    data = old._data
+    if values.shape != old.shape or values._data.dtype != data.dtype \
+            or values.device != old.device or old.device.type == "meta":
+        return
+    try:
+        data[...] = values._data
+    except ValueError:                          # read-only memory (a broadcast view)
+        return
+    values._data = data
 
 
 # their in-place forms (those that have one) give the tensor the new values
@@ -53,7 +83,10 @@ def _replace(self, new):
         if ember.is_grad_enabled():
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
+        from ember.sparse._leaf_grads import keep_grad, move_hooks
+        keep_grad(self)             # (its gradient and hooks stay, as PyTorch's)
         values = values.detach()._set_requires_grad()
+        move_hooks(old, values)
     self._v = values
     self._i, self._crow, self._col = new._i, new._crow, new._col
     if self._crow is not None and old_dtypes is not None:
@@ -100,7 +133,10 @@ def _mul_(self, other):
         raise RuntimeError("mul_: ember cannot multiply a strided tensor by a sparse one in "
                            "place")
     if not is_scalar(other):
-        return _replace(self, _mul(self, other))
+        new = _mul(self, other)
+        if not is_sparse(other) and new._layout is L.sparse_coo:
+            new._coalesced = False              # PyTorch's marks it uncoalesced
+        return _replace(self, new)
     if self._layout is not L.sparse_coo:
         self._v.mul_(other)                     # the values in place: autograd as for them
         return self
@@ -108,12 +144,14 @@ def _mul_(self, other):
     if values.dtype is not self.dtype:
         raise RuntimeError(f"dtype of values ({values.dtype._torch_name}) must match dtype of "
                            f"sparse tensor ({self.dtype._torch_name})")
-    return _replace(self, self._with_values(values))
+    new = self._with_values(values)
+    new._coalesced = False                      # PyTorch's marks it uncoalesced
+    return _replace(self, new)
 
 
 @handles("div_")
 def _div_(self, other, *, rounding_mode=None):
-    if not is_sparse(self) or not is_scalar(other):
+    if not is_sparse(self) or not is_scalar(other) or self._layout is not L.sparse_coo:
         _div(self, other)                       # raises PyTorch's error
     self._v.div_(other, rounding_mode=rounding_mode)
     return self
@@ -198,8 +236,12 @@ def _emptied(s):
 def _copy_(self, src, non_blocking=False):
     """``self.copy_(src)`` between sparse tensors of one layout: ``self`` takes ``src``'s
     indices and values (in its own dtype)."""
+    if not is_sparse(self) and src.layout is not L.sparse_coo:
+        raise RuntimeError(f"copy_sparse_compressed_ expected sparse compressed tensor layout "
+                           f"but got {L.short_name(self.layout)}")
     if not is_sparse(self) or (self.layout is L.sparse_coo and not is_sparse(src)):
-        raise RuntimeError("copy_() between dense and sparse Tensors is not implemented!")
+        raise RuntimeError(f"copy_() between dense and sparse Tensors is not implemented! "
+                           f"Found self type = {self.type()} and src type = {src.type()}")
     _check_copy_layouts(self, src)
     values = src._v.to(self.dtype).clone()
     if src.layout is L.sparse_coo:

@@ -6,8 +6,10 @@ import math
 import numbers
 
 import ember
-from ember._tensor import Tensor
+from ember import _dtype as D
+from ember._tensor import Tensor, _wrap_dim
 from ember.autograd.function import Function
+from ember.ops._barebones import refusal
 from ember.ops.arithmetic import _BOOL_SUB
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
@@ -19,7 +21,7 @@ from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_m
 from ember.sparse._names import freeing, named
 from ember.sparse._origin import carry_linear, dense_route
 from ember.sparse._refusals import bare_repr, refusing
-from ember.sparse._tensor import compressed, coo
+from ember.sparse._tensor import compressed, coo, mark_coalesced_grad
 
 __all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
            "narrow_copy"]
@@ -56,8 +58,10 @@ def _select(input, dim, index):
     c = as_coo(input)
     sparse_dim = c.sparse_dim()
     rest = list(c.shape[:dim]) + list(c.shape[dim + 1:])
+    # PyTorch's marks a COO tensor's line uncoalesced (unless it stores one element at most)
     if dim >= sparse_dim:
-        return coo(c._i, c._v.select(dim - sparse_dim + 1, index), rest, c._coalesced)
+        return coo(c._i, c._v.select(dim - sparse_dim + 1, index), rest,
+                   c._coalesced and input.layout is not L.sparse_coo)
     keep = (c._i[dim] == index).nonzero().reshape(-1)
     others = [d for d in range(sparse_dim) if d != dim]
     values = c._v.index_select(0, keep)
@@ -65,7 +69,7 @@ def _select(input, dim, index):
         return values.sum(0)
     indices = c._i[others].index_select(1, keep)
     # a line of a 2-D compressed matrix comes out sorted, as PyTorch marks it
-    return coo(indices, values, rest, c._coalesced or input.layout is not L.sparse_coo)
+    return coo(indices, values, rest, input.layout is not L.sparse_coo)
 
 
 def _line_is_a_view(s, dim, index):
@@ -106,6 +110,35 @@ def transpose(input, dim0, dim1, name="TransposeBackward0"):
     from ember.sparse._origin import carry_view
     result = _own_node(_transpose(input, dim0, dim1), input, name)
     return carry_view(result, input, lambda o: o.transpose(dim0, dim1))
+
+
+@handles("permute")
+def permute(input, dims):
+    """``input.permute(dims)`` of a COO tensor: sparse and dense dims each reordered among
+    themselves, as PyTorch's (marked uncoalesced when the sparse dims' order changes)."""
+    from ember.sparse._origin import carry_view
+    if input.layout is not L.sparse_coo:        # (PyTorch's runs as_strided, which they lack)
+        raise NotImplementedError(f"Could not run 'aten::as_strided' with arguments from the "
+                                  f"'{backend_name((input,))}' backend.")
+    ndim, sparse_dim = input.ndim, input.sparse_dim()
+    if len(dims) != ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {ndim} is not equal to len(dims) = {len(dims)}")
+    order = [_wrap_dim(d, ndim) for d in dims]
+    if len(set(order)) != ndim:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    if any((d < sparse_dim) != (k < sparse_dim) for k, d in enumerate(order)):
+        raise RuntimeError("permute(sparse_coo): transpositions between sparse and dense "
+                           "dimensions are not allowed.Only transpositions within sparse and "
+                           "dense dimensions are supported.")
+    indices = input._i[order[:sparse_dim]] if order[:sparse_dim] != list(range(sparse_dim)) \
+        else input._i
+    dense = [d - sparse_dim + 1 for d in order[sparse_dim:]]
+    values = input._v.permute(0, *dense) if dense != sorted(dense) else input._v
+    result = _own_node(coo(indices, values, [input.shape[d] for d in order], input._coalesced
+                           and indices is input._i), input, "PermuteBackward0")
+    return carry_view(result, input, lambda o: o.permute(order))
 
 
 def _own_node(result, input, name):
@@ -344,8 +377,11 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
     """The sum of a sparse COO tensor's elements, over all or some dims (dense when every
     sparse dim is summed, else a coalesced sparse tensor)."""
     out = _sparse_sum(input, dim, dtype)
-    if dim is None or (is_sparse(out) and out._v is input._v):
-        return out                  # SumBackward0 (or no node of its own)
+    if dim is None:
+        mark_coalesced_grad(out, input)     # (PyTorch's gradient is coalesced)
+        return out                  # SumBackward0
+    if is_sparse(out) and out._v is input._v:
+        return out                  # (no node of its own)
     return named(out, "SparseSumBackward0")
 
 
@@ -359,6 +395,8 @@ def _sparse_sum(input, dim, dtype):
     if not is_sparse(input):
         raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
     values = input._v
+    if values.dtype in D.WIDE_UNSIGNED and not input._coalesced:   # (ops/_barebones.py)
+        raise refusal("coalesce", values.dtype)
     if dim is None and values.requires_grad and ember.is_grad_enabled():
         # PyTorch's sums ``coalesce().values()``, whose node saves (and frees) the input
         from ember.ops.conversion import _alias
@@ -586,8 +624,12 @@ def _mul(input, other):
     _check_mul_layouts(input, other)
     if is_sparse(input) and is_sparse(other):
         _check_same_size(input, other, "mul")
-        product = _intersect(as_coo(input).coalesce(), as_coo(other).coalesce())
-        return C.to_sparse_csr(product) if _is_compressed(input) else product
+        a, b = as_coo(input), as_coo(other)
+        product = _intersect(a.coalesce(), b.coalesce())
+        if _is_compressed(input):
+            return C.to_sparse_csr(product)
+        product._coalesced = a._coalesced and b._coalesced     # (as PyTorch marks it)
+        return product
     s, dense = (input, other) if is_sparse(input) else (other, input)
     c = as_coo(s)
     sparse_dim = c.sparse_dim()

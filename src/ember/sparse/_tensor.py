@@ -21,6 +21,8 @@ same indices and that leaf's gradient (PyTorch's gradient of ``sparse.mm``, ``to
 ``matmul``, ``addmm``, ``mv``), the product takes a dense stand-in leaf instead of the values
 (``_dense_grad_anchor``) and ``.grad`` adds that one's gradient. A sparse tensor made from a
 dense one that requires grad passes it a dense gradient likewise (NOTE [Dense origins]).
+A gradient assigned to ``.grad`` or kept across an in-place op, and the hooks, are in
+_leaf_grads.py.
 A compressed tensor keeps its compressed indices in ``_crow`` and its plain ones in ``_col``
 whatever its layout (for CSC they are the column pointers and the row indices).
 """
@@ -29,10 +31,12 @@ import operator
 
 import ember
 from ember._creation import check_requires_grad
+from ember._dtype import WIDE_UNSIGNED
 from ember._set_data import check_new_data
 from ember._tensor import Size, Tensor, _make
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
 from ember._warn import warn_once
+from ember.ops._barebones import refusal
 from ember.sparse import _layouts as L
 from ember.sparse._constructor_args import NO_SIZE, refuse_none_size
 from ember.sparse._invariants import warn_if_implicit
@@ -54,7 +58,8 @@ class SparseTensor(ValuesBacked, Tensor):
                                "gradients")
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
-                 "_pattern", "_anchor", "_origin", "_grad_via_values", "_retained")
+                 "_pattern", "_anchor", "_origin", "_grad_via_values", "_retained",
+                 "_grad_set")
 
     data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
     set_ = is_set_to = __dlpack__ = _storage_error
@@ -130,7 +135,10 @@ class SparseTensor(ValuesBacked, Tensor):
 
     def _coalesced_(self, coalesced):
         """Mark the tensor as coalesced (or not) without checking; returns self."""
-        self._need(L.sparse_coo, "_coalesced_")
+        if self._layout is not L.sparse_coo:    # (PyTorch's has no compressed kernel)
+            from ember.sparse._dispatch import backend_name
+            raise NotImplementedError(f"Could not run 'aten::_coalesced_' with arguments from "
+                                      f"the '{backend_name((self,))}' backend.")
         self._coalesced = bool(coalesced)
         self._bump_version()                # (an in-place op, as PyTorch's)
         return self
@@ -160,16 +168,19 @@ class SparseTensor(ValuesBacked, Tensor):
                     f"Sparse {kind} tensors do not have is_contiguous"))   # as PyTorch's
             alias = freeing(_alias(v), "ValuesBackward0")     # (it saves self)
             alias.__dict__["_sparse_part"] = True   # (see NOTE [Sparse versions])
-            if self._leaf and self._layout is L.sparse_csr:
-                alias.register_hook(self._mark_grad_via_values)
+            mark_coalesced_grad(alias, self, layouts=(L.sparse_coo, L.sparse_csr))
             return alias
         return _part(self, v)
 
     def _mark_grad_via_values(self, grad):
-        """Note that this CSR leaf's first gradient comes through ``values()``: PyTorch's
-        gradient then keeps the leaf's own indices (their dtype, int32 included)."""
+        """Note that this leaf's first gradient comes through ``values()`` (for a COO leaf:
+        also a whole sum or an add, see mark_coalesced_grad): PyTorch's gradient of a CSR
+        leaf then keeps the leaf's own indices (their dtype, int32 included), that of a COO
+        leaf is coalesced (unless accumulated)."""
         if self._v.grad is None:
             self._grad_via_values = True
+        elif self._layout is L.sparse_coo:
+            self._grad_via_values = False
 
     def _indices(self):
         """The indices, coalesced or not."""
@@ -211,8 +222,22 @@ class SparseTensor(ValuesBacked, Tensor):
             if origin is not None and in_pattern(values):   # the values' went to the origin
                 return origin._grad
             return self._gradient_from(values._grad, None if origin is None else origin._grad)
-        return self._gradient_from(self._v.grad if self._leaf else None,
-                                   None if self._anchor is None else self._anchor.grad)
+        grad = self._gradient_from(self._v.grad if self._leaf else None,
+                                   None if self._anchor is None else self._anchor.grad, True)
+        if self._leaf:              # see sparse/_leaf_grads.py
+            from ember.sparse._leaf_grads import with_set
+            return with_set(self, grad)
+        return grad
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` with this tensor's (sparse) gradient; it may return a new one."""
+        from ember.sparse._leaf_grads import register_hook
+        return register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after this leaf's gradient was accumulated."""
+        from ember.sparse._leaf_grads import register_post_accumulate_hook
+        return register_post_accumulate_hook(self, hook)
 
     def retain_grad(self):
         """Populate ``.grad`` for this non-leaf sparse tensor during backward: its values'
@@ -229,18 +254,23 @@ class SparseTensor(ValuesBacked, Tensor):
     def retains_grad(self):
         return self._retained is not None
 
-    def _gradient_from(self, values_grad, dense_grad):
+    def _gradient_from(self, values_grad, dense_grad, accumulated=False):
         """This leaf's gradient from its values' gradient and its dense stand-in's (see
-        ``_dense_grad_anchor``), either of them None."""
+        ``_dense_grad_anchor``), either of them None. A COO gradient is marked coalesced (as
+        PyTorch's ops make it, ``autograd.grad``'s and ``retain_grad``'s) unless it is the
+        ``accumulated`` ``.grad`` of a leaf (see mark_coalesced_grad)."""
         grad = values_grad
+        coalesced = self._grad_via_values if accumulated else True
         if grad is not None:
             if self._layout is L.sparse_coo and not self._coalesced:
                 # the duplicates of one element share its gradient: kept once, as in PyTorch
                 from ember.sparse._convert import first_of_duplicates
                 keep, indices = first_of_duplicates(self)
-                grad = coo(indices, grad.index_select(0, keep), self._size, True)
+                grad = coo(indices, grad.index_select(0, keep), self._size, coalesced)
             elif self._layout is L.sparse_coo:
+                # PyTorch's is uncoalesced but for a few ops' (see mark_coalesced_grad)
                 grad = self._with_values(grad)
+                grad._coalesced = coalesced or grad._v.shape[0] <= 1
             elif self._grad_via_values:     # (see _mark_grad_via_values)
                 grad = compressed(self._layout, self._crow, self._col, grad, self._size)
             else:       # PyTorch's gradients of compressed tensors have int64 indices
@@ -263,8 +293,9 @@ class SparseTensor(ValuesBacked, Tensor):
     @grad.setter
     def grad(self, value):
         if value is not None:
-            raise RuntimeError("ember sets the gradient of a sparse tensor only through "
-                               "backward; assign None to clear it")
+            from ember.sparse._leaf_grads import assign_grad
+            return assign_grad(self, value)
+        self._grad_set = None
         if self._leaf:
             self._v.grad = None
         self._grad_via_values = False
@@ -327,6 +358,12 @@ class SparseTensor(ValuesBacked, Tensor):
         return _new_factory(empty, "new_empty")(self, *size, layout=layout or self._layout,
                                                 **kwargs)
 
+    def new(self, *args, **kwargs):
+        """The legacy constructor of a COO tensor: ``s.new(indices, values[, size])``,
+        ``s.new(*sizes)``, ``s.new()`` (see sparse/_legacy_new.py)."""
+        from ember.sparse._legacy_new import sparse_new
+        return sparse_new(self, args, kwargs)
+
     def new_tensor(self, data, **kwargs):
         """``ember.tensor(data)`` with this tensor's dtype and device; PyTorch's error for a
         compressed tensor (its backend maps to no single layout)."""
@@ -340,7 +377,10 @@ class SparseTensor(ValuesBacked, Tensor):
         """Store nothing afterwards, in every layout (PyTorch's zero_ drops the indices too,
         unlike a compressed tensor's fill_(0)); returns self."""
         from ember.sparse._inplace import zero_
-        return zero_(self)
+        from ember.sparse._leaf_grads import emptied
+        zero_(self)
+        emptied(self)               # (a leaf's .grad: the leaf keeps it, emptied)
+        return self
 
     def sparse_resize_(self, size, sparse_dim, dense_dim):
         """Resize a COO tensor in place to ``size`` with those numbers of sparse and dense
@@ -416,6 +456,8 @@ class SparseTensor(ValuesBacked, Tensor):
         self._need(L.sparse_coo, "coalesce")
         if self._coalesced:
             return self
+        if self._v.dtype in WIDE_UNSIGNED:     # (ops/_barebones.py)
+            raise refusal("coalesce", self._v.dtype)
         from ember.sparse import _convert
         from ember.sparse._names import named
         from ember.sparse._origin import carry
@@ -467,7 +509,7 @@ class SparseTensor(ValuesBacked, Tensor):
     def __reduce_ex__(self, protocol):
         parts = (self._i,) if self._layout is L.sparse_coo else (self._crow, self._col)
         return (_rebuild, (self._layout.name, parts, self._v.detach(), tuple(self._size),
-                           self.requires_grad and self._leaf))
+                           self.requires_grad and self._leaf, self._coalesced))
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:
@@ -476,8 +518,9 @@ class SparseTensor(ValuesBacked, Tensor):
         if id(self) in memo:
             return memo[id(self)]
         rebuild, args = self.__reduce_ex__(2)
-        layout, parts, values, size, grad = args
-        new = rebuild(layout, tuple(p.clone() for p in parts), values.clone(), size, grad)
+        layout, parts, values, size, grad, coalesced = args
+        new = rebuild(layout, tuple(p.clone() for p in parts), values.clone(), size, grad,
+                      coalesced)
         memo[id(self)] = new
         return new
 
@@ -490,10 +533,22 @@ class SparseTensor(ValuesBacked, Tensor):
         return dispatch(func, args, kwargs or {})
 
 
-def _rebuild(layout, parts, values, size, requires_grad):
-    """Unpickle a sparse tensor."""
+def mark_coalesced_grad(out, *inputs, layouts=(L.sparse_coo,)):
+    """``out`` (a dense tensor: a whole sum, an add's values, values()) passes the COO leaves
+    among ``inputs`` the gradient PyTorch's marks coalesced (its other ops' are uncoalesced);
+    values() also passes it a CSR leaf's (``layouts``), whose gradient then keeps its index
+    dtype."""
+    if not ember.is_grad_enabled() or not out.requires_grad:
+        return
+    for t in inputs:
+        if type(t) is SparseTensor and t._leaf and t._layout in layouts and t.requires_grad:
+            out.register_hook(t._mark_grad_via_values)
+
+
+def _rebuild(layout, parts, values, size, requires_grad, coalesced=False):
+    """Unpickle a sparse tensor (a COO one keeps its coalesced flag, as PyTorch's)."""
     if layout == "sparse_coo":
-        out = coo(parts[0], values, size)
+        out = coo(parts[0], values, size, coalesced)
     else:
         import ember
         out = compressed(getattr(ember, layout), parts[0], parts[1], values, size)
@@ -511,6 +566,7 @@ def _blank(layout, values, size):
     t._origin = None                # see NOTE [Dense origins] in _origin.py
     t._grad_via_values = False
     t._retained = None              # (values, dense origin) whose .grad retain_grad keeps
+    t._grad_set = None              # see sparse/_leaf_grads.py
     t._i = t._crow = t._col = None
     t._coalesced = False
     adopt(t)
