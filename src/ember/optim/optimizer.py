@@ -322,12 +322,7 @@ def _zero_grads(param_groups, set_to_none):
             if set_to_none:
                 p._grad = None
             elif isinstance(p._grad, ValuesBacked) or not isinstance(p, Tensor):   # sparse, nested
-                g = p._grad
-                if g.grad_fn is not None:
-                    g.detach_()
-                else:
-                    g.requires_grad_(False)
-                g.zero_()
+                _zero_in_place(p._grad)
             else:
                 g = p._grad
                 if g._grad_fn is not None:
@@ -343,8 +338,12 @@ def _zero_sparse_param_grad(p, set_to_none):
     parameter keeps the emptied gradient, see sparse/_leaf_grads.py)."""
     if set_to_none:
         p.grad = None
-        return
-    g = p.grad
+    else:
+        _zero_in_place(p.grad)
+
+
+def _zero_in_place(g):
+    """Sparse or nested gradient ``g`` detached and zeroed in place, through its methods."""
     if g.grad_fn is not None:
         g.detach_()
     else:

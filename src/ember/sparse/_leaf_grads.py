@@ -27,11 +27,12 @@ def assign_grad(t, value):
                            f"'{value.device.type}' to a tensor with device type "
                            f"'{t.device.type}'. Please ensure that the gradient and the "
                            f"tensor are on the same device")
-    _clear_backward_grads(t)
+    clear_backward_grads(t)
     t._grad_set = value
 
 
-def _clear_backward_grads(t):
+def clear_backward_grads(t):
+    """Drop the gradients backward left on leaf ``t``'s values and its dense anchor."""
     if t._leaf:
         t._v.grad = None
     t._grad_via_values = False
@@ -45,7 +46,7 @@ def keep_grad(t):
     if t._leaf and (t._v.grad is not None or t._anchor is not None
                     and t._anchor.grad is not None):
         grad = t.grad
-        _clear_backward_grads(t)
+        clear_backward_grads(t)
         t._grad_set = grad
 
 
@@ -65,7 +66,7 @@ def with_set(t, grad):
             kept.add_(grad)
     else:
         kept = kept + grad
-    _clear_backward_grads(t)
+    clear_backward_grads(t)
     t._grad_set = kept
     return kept
 
@@ -74,7 +75,7 @@ def emptied(grad):
     """After ``grad.zero_()``: when ``grad`` was a leaf's ``.grad``, the leaf keeps it."""
     owner = grad.__dict__.pop("_grad_of", None)
     if owner is not None:
-        _clear_backward_grads(owner)
+        clear_backward_grads(owner)
         owner._grad_set = grad
 
 

@@ -296,11 +296,8 @@ class SparseTensor(ValuesBacked, Tensor):
             from ember.sparse._leaf_grads import assign_grad
             return assign_grad(self, value)
         self._grad_set = None
-        if self._leaf:
-            self._v.grad = None
-        self._grad_via_values = False
-        if self._anchor is not None:
-            self._anchor.grad = None
+        from ember.sparse._leaf_grads import clear_backward_grads
+        clear_backward_grads(self)
 
     def _dense_grad_anchor(self):
         """A dense leaf standing for this sparse leaf in ``mm``, ``matmul``, ``addmm``, ``mv``
