@@ -375,9 +375,11 @@ def test_joins_name_what_is_not_a_tensor_as_pytorch_does():
         ember.stack(5)
 
 
-def test_cat_accepts_generators_and_out():
+def test_cat_refuses_generators_takes_out():
     x = _x(2, 2)
-    _same(ember.cat(t for t in (x, x)), np.concatenate([_np(x)] * 2))
+    with pytest.raises(TypeError, match=r"must be tuple of Tensors, not generator"):
+        ember.cat(t for t in (x, x))        # as torch's
+    _same(ember.cat(tuple(t for t in (x, x))), np.concatenate([_np(x)] * 2))
     out = ember.empty(0, dtype=ember.float64)
     ember.stack([x, x], 1, out=out)
     _same(out, np.stack([_np(x)] * 2, 1))

@@ -482,7 +482,8 @@ class Op:
             if isinstance(x, Tensor):
                 raise TypeError(f"{self.name}(): argument '{self.input_names[0]}' must be "
                                 f"tuple of Tensors, not Tensor")
-            return list(x), (len(x),)
+            flat = list(x)                                  # (a generator has no len)
+            return flat, (len(flat),)
         flat = []
         for i, x in enumerate(inputs):
             if i in self.seq_inputs:

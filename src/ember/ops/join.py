@@ -8,7 +8,8 @@ import operator
 
 from ember import _dtype as D
 from ember._creation import _tp_name, zeros
-from ember._memory_format import strided_if_empty, suggested_order
+from ember._memory_format import (_order_strides, laid_out, lay_out, restrided,
+                                  strided_if_empty, suggested_order)
 from ember._storage_place import slice_along
 from ember._tensor import Tensor
 from ember.backend import xp_of
@@ -17,7 +18,7 @@ from ember.ops._dims import (check_overloaded_dims, int_param, int_sequence,
                              wrap_dim_of_sized)
 from ember.ops._promotion import BINARY
 from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
-from ember.ops._registry import op
+from ember.ops._registry import REGISTRY, op
 
 __all__ = ["cat", "chunk", "pad_along", "split", "stack", "tensor_split", "unbind",
            "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes"]
@@ -68,13 +69,20 @@ def cat(xp, tensors, dim):
 
 def _joined_layout(xp, out, arrays):
     """``out`` (arrays joined by NumPy, which follows their layout) row-major, as PyTorch's
-    cat and stack give, unless every input suggests one channels-last format."""
-    if out.flags.c_contiguous:
+    cat and stack give, unless every input suggests one channels-last format; with the
+    strides a fresh tensor of that format has, size-1 dims included."""
+    if out.flags.c_contiguous and (1 not in out.shape or not out.size):
         return out
     order = suggested_order(arrays[0])
-    if order is not None and all(suggested_order(a) == order for a in arrays[1:]):
+    if order is None or any(suggested_order(a) != order for a in arrays[1:]):
+        if not out.flags.c_contiguous:
+            return xp.ascontiguousarray(out)
+        order = range(out.ndim)
+    strides = _order_strides(out.shape, order, out.itemsize)
+    if out.strides == strides:
         return out
-    return xp.ascontiguousarray(out)
+    return restrided(xp, out, out.shape, strides) if laid_out(out, order) else \
+        lay_out(xp, out, order)
 
 
 @cat.derivative
@@ -104,10 +112,20 @@ def stack(xp, tensors, dim):
         if a.shape != first:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(first)} at entry 0 and {list(a.shape)} at entry {i}")
-    # (NumPy's stack, without its argument handling: each array viewed with the new dim)
     d = wrap_dim(dim, len(first) + 1)
-    lead = (slice(None),) * d + (None,)
-    return _joined_layout(xp, xp.concatenate([a[lead] for a in tensors], axis=d), tensors)
+    if 1 not in first and len(tensors) > 1 and tensors[0].flags.c_contiguous:
+        # (the common case: PyTorch's stack is row-major when the first input is and no dim
+        # has size 1, whatever the others' layout; NumPy's stack, without its checks)
+        lead = (slice(None),) * d + (None,)
+        out = xp.concatenate([a[lead] for a in tensors], axis=d)
+        return out if out.flags.c_contiguous else xp.ascontiguousarray(out)
+    # PyTorch's layout (channels-last inputs, size-1 dims): a cat along ``d`` whose dim ``d``
+    # a view splits, or, for a new last dim, a cat of the inputs unsqueezed there
+    if d < len(first):
+        return REGISTRY["view"].forward(xp, cat.forward(xp, tensors, d),
+                                        first[:d] + (len(tensors),) + first[d:])
+    unsqueeze = REGISTRY["unsqueeze"].forward
+    return cat.forward(xp, [unsqueeze(xp, a, d) for a in tensors], d)
 
 
 @stack.derivative
@@ -119,9 +137,13 @@ def _(grad, tensors, dim):
 def _tensors_of(tensors, name):
     """``tensors`` as a list, refused in PyTorch's words when it is a tensor or no sequence,
     or holds something other than tensors."""
-    if isinstance(tensors, Tensor) or not hasattr(tensors, "__iter__"):
-        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, "
-                        f"not {type(tensors).__name__}")
+    if not isinstance(tensors, (list, tuple)):     # (no other iterable: a dict, a generator)
+        from ember.ops._call_site import call_site
+        site = call_site()
+        where = "" if site is not None and site.passed_by_keyword("tensors") else \
+            " (position 1)"
+        raise TypeError(f"{name}(): argument 'tensors'{where} must be tuple of Tensors, "
+                        f"not {_tp_name(tensors)}")
     tensors = list(tensors)
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):

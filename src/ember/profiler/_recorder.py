@@ -25,9 +25,10 @@ import numpy as np
 __all__ = ["Session", "begin", "end", "active", "aten_name"]
 
 _ACTIVE = []                # the sessions recording now
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()    # (reentered where installing the hooks makes a node class)
 _LOCAL = threading.local()
 _SAVED = []                 # (owner, attribute, original) while the hooks are installed
+_INSTALLED = []             # [True] while the hooks are installed
 
 
 class _Flags:
@@ -317,8 +318,20 @@ def _install():
     _route_transposed_inputs()
     for cls in _node_classes():
         if "apply" in cls.__dict__:
-            _replace(cls, "apply", functools.partial(_timed_call, _node_name,
-                                                     shapes_of=_grad_arrays))
+            _time_apply(cls)
+    _INSTALLED.append(True)
+
+
+def _time_apply(cls):
+    _replace(cls, "apply", functools.partial(_timed_call, _node_name, shapes_of=_grad_arrays))
+
+
+def node_class_made(cls):
+    """Time the ``apply`` of a node class made while the hooks are installed (Node's
+    ``__init_subclass__`` calls this for the classes that define their own)."""
+    with _LOCK:
+        if _INSTALLED:
+            _time_apply(cls)
 
 
 def _route_transposed_inputs():
@@ -332,6 +345,7 @@ def _route_transposed_inputs():
 
 
 def _uninstall():
+    _INSTALLED.clear()
     while _SAVED:
         owner, attribute, original = _SAVED.pop()
         setattr(owner, attribute, original)
