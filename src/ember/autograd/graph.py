@@ -411,23 +411,26 @@ class OpNode(Node):
 
     def _vjp(self, op, grad, args):
         """The op's vjp on the incoming gradient, with what its signature asks for."""
-        if op.vjp_keywords:
-            if op.vjp_keywords == "kept":
-                return self._vjp_kept(op, grad, args)
-            needs = tuple([meta is not None for meta in self._in_meta])
-            if self._out is not None:
-                return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
-                              needs=needs)
-            return op.vjp(grad, *args, *self._params, needs=needs)
+        if op.vjp_keywords == "kept":
+            return self._vjp_kept(op, grad, args)
+        if op.vjp_keywords:     # ("needs" without a saved output: apply calls the op itself)
+            return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
+                          needs=self._needs())
         if self._out is not None:
             return op.vjp(grad, *args, *self._params, out=self._unpack_output())
         return op.vjp(grad, *args, *self._params)
+
+    def _needs(self):
+        """Which inputs want a gradient (a derivative's ``needs`` mask)."""
+        metas = self._in_meta
+        return (metas[0] is not None, metas[1] is not None) if len(metas) == 2 else \
+            tuple([meta is not None for meta in metas])
 
     def _vjp_kept(self, op, grad, args):
         """``_vjp`` for a derivative that takes ``kept`` (NOTE [Kept values])."""
         kept = self._unpack_kept()
         if op.needs_mask:
-            needs = tuple([meta is not None for meta in self._in_meta])
+            needs = self._needs()
             if self._out is not None:
                 return op.vjp(grad, *args, *self._params, out=self._unpack_output(),
                               needs=needs, kept=kept)
@@ -452,11 +455,8 @@ class OpNode(Node):
         args = flat if lengths is None else op.structure(flat, lengths)
         token = quiet_fp()      # fused backward kernels meet inf/nan silently, as PyTorch's do
         try:
-            if op.vjp_keywords == "needs" and self._out is None:    # (_vjp's commonest case)
-                metas = self._in_meta
-                needs = (metas[0] is not None, metas[1] is not None) if len(metas) == 2 \
-                    else tuple([meta is not None for meta in metas])
-                result = op.vjp(grad, *args, *self._params, needs=needs)
+            if op.vjp_keywords == "needs" and self._out is None:    # (the commonest case)
+                result = op.vjp(grad, *args, *self._params, needs=self._needs())
             else:
                 result = self._vjp(op, grad, args)
         finally:
