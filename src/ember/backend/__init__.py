@@ -15,6 +15,7 @@ from ember._deterministic import STATE as _DETERMINISM
 from ember._device import CPU, device
 from ember.backend.cpu_memory import keep_freed_memory
 from ember.backend.meta import NO_DATA, MetaArray
+from ember.backend.numpy_at import numpy_at
 
 __all__ = ["xp_for", "xp_of", "device_of", "special_of", "fft_of", "require_cuda",
            "cuda_available", "cuda_backend", "cuda_initialized", "host_array", "on_device_of",
@@ -115,7 +116,7 @@ def combine_at(xp, ufunc, target, index, values):
     ``use_deterministic_algorithms(True)``, float sums take an ordered path
     (``ordered_sums``) instead of atomics, so reruns agree to the bit."""
     if xp is np:
-        ufunc.at(target, index, values)
+        numpy_at(ufunc, target, index, values)
     elif ufunc is np.multiply or (ufunc is np.add and _DETERMINISM.enabled
                                   and target.dtype.kind not in "biu"):
         from ember.backend.ordered_sums import ordered_at

@@ -24,7 +24,8 @@ __all__ = ["at_least_1d", "check_index_dtype", "check_bounds", "check_range", "f
            "flat_positions", "region", "take_along", "wide", "scatter_into", "line_of", "REDUCERS"]
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
-_UNSIGNED = {8: np.uint64, 4: np.uint32}
+_UNSIGNED = {8: np.dtype(np.uint64), 4: np.dtype(np.uint32)}
+_MAX = np.maximum.reduce        # (a NumPy array's .max() goes through a Python wrapper)
 _WIDEN = {D.float16.np: np.dtype(np.float32), D.bfloat16.np: np.dtype(np.float32)}
 
 # scatter reductions: the ufunc that combines, applied with ``ufunc.at``
@@ -58,7 +59,8 @@ def check_range(index, lo, hi, error):
         return
     unsigned = _UNSIGNED.get(index.dtype.itemsize) if lo == 0 else None
     if unsigned is not None:    # one pass: seen as unsigned, negative entries are huge
-        failed = index.view(unsigned).max() >= hi
+        seen = index.view(unsigned)
+        failed = (_MAX(seen, axis=None) if type(seen) is np.ndarray else seen.max()) >= hi
     else:
         failed = (index.min() < lo) | (index.max() >= hi)
     device_assert(failed, lambda: error(first_outside(index, lo, hi)))

@@ -194,7 +194,7 @@ def histc(xp, x, bins, min, max):
     # the bin by division in the input dtype, as PyTorch's kernel computes it
     where = xp.minimum(((inside - lo) * bins / (hi - lo)).astype(np.int64), bins - 1)
     hist = xp.zeros(bins, dtype=x.dtype)
-    xp.add.at(hist, where, 1)
+    combine_at(xp, np.add, hist, where, 1)     # counted one by one, in the input's dtype
     return hist
 
 

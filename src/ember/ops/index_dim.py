@@ -42,6 +42,8 @@ def _along(index, ndim, dim):
 def _source_rows(xp, out, index, source, dim):
     """Flat positions in ``out`` (C-contiguous, at least 1-D) of each element of ``source``,
     whose slice ``i`` along ``dim`` goes to slice ``index[i]``."""
+    if source.ndim == 1:                # (``index`` is 1-D)
+        return index.astype(np.int64, copy=False)
     return flat_positions(xp, _along(index, source.ndim, dim), out.shape, dim, source.shape)
 
 
