@@ -183,12 +183,38 @@ def checked_svd(xp, a, **options):
     """``xp.linalg.svd(a, **options)``, raising PyTorch's LinAlgError when it does not
     converge (NumPy's LAPACK does not for NaN input)."""
     try:
+        if xp is np and a.size and not np.isfinite(a).all():
+            return _svd_of_infinite(a, **options)
         return xp.linalg.svd(a, **options)
     except np.linalg.LinAlgError:
         why = ("the input matrix contained non-finite values" if not xp.isfinite(a).all() else
                "the input matrix is ill-conditioned or has too many repeated singular values")
         raise LinAlgError(f"linalg.svd: The algorithm failed to converge because {why}.") \
             from None
+
+
+def _svd_of_infinite(a, full_matrices=True, compute_uv=True):
+    """NumPy's SVD where ``a`` has an inf or NaN: its LAPACK never returns on an inf. NaN
+    raises (as PyTorch); a matrix with an inf gets what PyTorch's LAPACK gives it, NaN
+    singular values and the first min(m, n) unit vectors in reverse order."""
+    if np.isnan(a).any():
+        raise np.linalg.LinAlgError
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    bad = ~np.isfinite(a).all(axis=(-2, -1))
+    finite = np.where(bad[..., None, None], 0, a)
+    out = np.linalg.svd(finite, full_matrices=full_matrices, compute_uv=compute_uv)
+    s = out if not compute_uv else out[1]
+    s[bad] = np.nan
+    if not compute_uv:
+        return s
+    u, vh = out[0], out[2]
+    for x, size, rows in ((u, m, False), (vh, n, True)):
+        pick = np.eye(size, dtype=x.dtype)
+        pick[:k, :k] = pick[:k, :k][::-1]
+        x[bad] = pick[:k] if rows and x.shape[-2] == k else pick[:, :k] if not rows and \
+            x.shape[-1] == k else pick
+    return u, s, vh
 
 
 @functools.cache

@@ -145,6 +145,8 @@ def cast_input(x, dtype, name):
     if dtype in D.WIDE_UNSIGNED and name in REFUSED:    # (ops/_barebones.py)
         raise refusal(REFUSED[name], dtype)
     if x.dtype.kind == "c" and not dtype.is_complex:
+        if dtype is D.bool_:        # (nonzero: the imaginary part counts, and no warning)
+            return x != 0
         warn_once("Casting complex values to real discards the imaginary part")
         x = x.real
     return x.astype(dtype.np, copy=False)

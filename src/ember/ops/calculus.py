@@ -6,12 +6,13 @@ the final halving, 16-bit floats round after every step), so results match to th
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import preserved
 from ember.ops._dims import wrap_dim
 from ember.ops._promotion import BINARY
 from ember.backend import xp_of
 from ember.ops._reduce import constant, cpu_wide, wide
 from ember.ops._registry import op
-from ember.ops.join import pad_along
+from ember.ops.join import _joined_layout, pad_along
 from ember.ops.scan import reverse_cumsum
 
 
@@ -59,12 +60,15 @@ def diff(xp, x, prepend, append, n, dim):
     _check_attached(x, prepend, d)
     _check_attached(x, append, d)
     if n == 0:
-        return x.copy()
-    y = xp.concatenate([p for p in (prepend, x, append) if p is not None], axis=d)
+        return preserved(xp, x)             # PyTorch's clone keeps a transposed layout
+    y = x
+    if prepend is not None or append is not None:       # laid out as PyTorch's cat lays it
+        kept = [p for p in (prepend, x, append) if p is not None]
+        y = _joined_layout(xp, xp.concatenate(kept, axis=d), kept)
     for _ in range(min(n, y.shape[d])):
         earlier, later = _pieces(y, d)
         y = later != earlier if y.dtype == np.bool_ else later - earlier
-    return y
+    return preserved(xp, x) if y is x else y        # (none to take: empty along dim)
 
 
 @diff.named_by

@@ -83,7 +83,9 @@ def logcumsumexp(xp, x, dim):
         return x.copy()
     x = xp.ascontiguousarray(x)          # PyTorch's scans return row-major results
     if x.dtype.kind != "c":
-        return accumulate(xp, "logaddexp", cpu_wide(xp, x), d).astype(x.dtype, copy=False)
+        out = accumulate(xp, "logaddexp", cpu_wide(xp, x), d).astype(x.dtype, copy=False)
+        out += 0.0          # PyTorch's sums give 0.0 for a leading -0.0
+        return out
     out = xp.empty_like(x)
     src, dst = xp.moveaxis(x, d, 0), xp.moveaxis(out, d, 0)
     # from log(0) = -inf + 0j, as PyTorch: a first element of real part -inf gives -inf + 0j

@@ -9,7 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember.ops._dims import check_overloaded_dims, reduction_dims
 from ember.ops._linalg_utils import on_host
-from ember.ops._elementwise import conj_grad, zeros_for
+from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import FLOAT, SAME, Policy, refuse_kernel
 from ember.ops._reduce import (_WIDEN, SUM, any_zero, as_written, cast_input, constant,
                                expand_reduced, extreme, grad_enabled, is_all, narrow_to,
@@ -506,8 +506,8 @@ def _(grad, x, p, dim, keepdim, dtype, *, out):
         return matrix_norm_grad(grad, x, p, matrix, keepdim, dtype, out)
     order = _norm_order(p)
     dims = reduction_dims(dim, x.ndim)
-    if order == 0:
-        return zeros_for(expand_reduced(grad, x.shape, dims, keepdim))
+    if order == 0:      # no gradient at all, as PyTorch's (an input's .grad stays None)
+        return None
     # as PyTorch's, the gradient and the norm broadcast against x: unsqueezed over the dims
     # (a full reduction's 0-d ones as they are)
     restored = () if dim is None else dims

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
+from ember._memory_format import laid_like, row_major
 from ember.backend import accumulate
 from ember.ops import return_types
 from ember.ops._call_site import call_shape, call_site
@@ -50,12 +51,16 @@ def _leading(a, d, k):
 # --- sort, argsort, msort ---------------------------------------------------------------------
 
 def _sorted(xp, x, dim, descending):
-    """(values, int64 indices) of ``x`` sorted along ``dim``."""
+    """(values, int64 indices) of ``x`` sorted along ``dim``, both laid out as PyTorch's
+    ``empty_like(x)`` is (a transposed input's results are transposed)."""
     d = wrap_dim(dim, x.ndim)
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
     order = stable_order(xp, x, d, descending)
-    return xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
+    values, order = xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
+    if row_major(x):
+        return values, order
+    return laid_like(xp, values, x), laid_like(xp, order, x)
 
 
 def _sort_grad(grad, x, dim, indices):
@@ -169,7 +174,7 @@ def topk(xp, x, k, dim, largest, sorted):
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
     # a contiguous copy of the leading k: PyTorch's results are contiguous
-    order = xp.ascontiguousarray(_leading(stable_order(xp, x, d, descending=largest), d, k))
+    order = _fresh(xp, _leading(stable_order(xp, x, d, descending=largest), d, k))
     return xp.take_along_axis(x, order, axis=d), order.astype(np.int64, copy=False)
 
 
@@ -181,10 +186,17 @@ def _(grads, x, k, dim, largest, sorted, *, out):
 topk.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
 
 
+def _fresh(xp, a):
+    """``a`` row-major with a fresh array's strides, those of its dims of size 1 included
+    (NumPy takes a slice with odd ones for contiguous)."""
+    a = a if a.flags.c_contiguous else a.copy()
+    return a.reshape(-1).reshape(a.shape) if 1 in a.shape else a
+
+
 def _squeezed(xp, values, index, d, keepdim):
     if not keepdim:
         values, index = xp.squeeze(values, axis=d), xp.squeeze(index, axis=d)
-    return values, index.astype(np.int64, copy=False)
+    return values, _fresh(xp, index.astype(np.int64, copy=False))
 
 
 @op("kthvalue(input, k, dim=-1, keepdim=False)", promote=KTHVALUE,
@@ -327,7 +339,8 @@ def _(flat, params, out):
 def unique_consecutive(xp, x, return_inverse, return_counts, dim):
     """``input`` with each run of equal consecutive elements (or slices along ``dim``) kept
     once; with the flags, also each element's run index and the run lengths."""
-    _no_complex(x, "unique")
+    # (PyTorch's kernel without a dim also takes dim=0, as written, of a 1-D input)
+    _no_complex(x, "unique" if dim is None or dim == 0 and x.ndim == 1 else "unique_dim")
     return _unique(xp, x, True, return_inverse, return_counts, dim)
 
 
