@@ -53,7 +53,7 @@ def int_sequence(value, arg, scalar=True):
     else:
         raise TypeError(_sequence_error(value, arg))
     try:
-        ints = tuple(operator.index(v) for v in items)
+        ints = tuple(map(operator.index, items))
     except TypeError:
         raise TypeError(_sequence_error(value, arg)) from None
     if items and type(items[0]) is bool:    # the parser checks the first element's type

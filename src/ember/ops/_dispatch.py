@@ -142,6 +142,8 @@ def call(op, inputs, params, out=None):
         elif type(res) is tuple:
             outputs = tuple([_make(r) if type(r) is _NDARRAY and casts is None
                              else _wrap(r, xp, casts) for r in res])
+        elif casts is None:             # (_wrap's work inlined: a full reduction's scalar)
+            outputs = _make(res if type(res) in XP_BY_ARRAY_TYPE else xp.asarray(res))
         else:
             outputs = _wrap(res, xp, casts)
     except (ValueError, TypeError, IndexError, OverflowError) as e:

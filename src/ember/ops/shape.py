@@ -80,7 +80,7 @@ def int_tuple(value, where="size"):
     is its op and name, as in ``"expand(): argument 'size'"``."""
     items = value if isinstance(value, (tuple, list)) else (value,)
     try:
-        return tuple(operator.index(v) for v in items)
+        return tuple(map(operator.index, items))
     except TypeError:
         pos, bad = next((i, v) for i, v in enumerate(items, 1)
                         if not hasattr(type(v), "__index__"))
@@ -316,6 +316,12 @@ def expand(xp, x, size):
                            f"must be greater or equal to the number of dimensions in the tensor "
                            f"({x.ndim})")
     lead = len(size) - x.ndim
+    if size[lead:] == x.shape and (not lead or min(size[:lead]) >= 0):
+        # the common call: leading dims added, the others kept (nothing to check or infer)
+        x = strided_if_empty(xp, x)
+        strides = _expanded_strides(size, lead, x.strides)
+        out = broadcast_view(xp, x, size, strides)
+        return out if out.strides == strides else restrided(xp, out, size, strides)
     target = []
     # PyTorch checks from the last dim back, so the first error reported is the innermost one.
     for i in reversed(range(len(size))):
@@ -336,13 +342,26 @@ def expand(xp, x, size):
         target.append(s)
     x = strided_if_empty(xp, x)
     target = tuple(reversed(target))
-    out = broadcast_view(xp, x, target)
-    if 1 not in x.shape:
-        return out
     # NumPy gives every size-1 dim stride 0; PyTorch only the dims it expands
-    strides = (0,) * lead + tuple(st if n == s else 0
-                                  for st, n, s in zip(x.strides, x.shape, target[lead:]))
+    strides = _expanded_strides(target, lead, x.strides if 1 not in x.shape else tuple(
+        st if n == s else 0 for st, n, s in zip(x.strides, x.shape, target[lead:])))
+    out = broadcast_view(xp, x, target, strides)
     return out if out.strides == strides else restrided(xp, out, target, strides)
+
+
+def _expanded_strides(size, lead, inner):
+    """The strides of an expanded view of ``size``: ``inner``, the kept dims' (0 where they
+    repeat), after those of the ``lead`` dims put before them: 0, but for a dim of size 1,
+    which PyTorch gives the extent of the dim after it (of a 0-dim input's, 0)."""
+    if not inner or 1 not in size[:lead]:
+        return (0,) * lead + inner
+    strides = list(inner)
+    extent = size[lead] * inner[0]
+    for n in reversed(size[:lead]):
+        step = extent if n == 1 else 0
+        strides.insert(0, step)
+        extent = n * step
+    return tuple(strides)
 
 
 @expand.derivative
