@@ -126,20 +126,22 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             or isinstance(map_location, (str, device, dict))):
         raise TypeError(f"map_location should be a device, string, dict or callable, got "
                         f"{type(map_location).__name__}")
-    path = _path_of(f)
-    if mmap and path is None:
-        raise ValueError("f must be a file path in order to use the mmap argument")
+    # (as in PyTorch, mmap needs a path, not an open file: checked once the format is known)
+    path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+    named = f"{f}, " if isinstance(f, str) else ""
     with contextlib.ExitStack() as stack:
         f = _seekable(stack, f)
         start = f.tell()
         magic = f.read(4)
         f.seek(start)
         if magic[:2] == b"PK":
+            if mmap and path is None:
+                raise ValueError("f must be a file path in order to use the mmap argument")
             return _load_zip(Archive(f), map_location, weights_only, path if mmap else None,
                              pickle_load_args)
         if mmap:
             raise RuntimeError(f"mmap can only be used with files saved with "
-                               f"`torch.save({path}, _use_new_zipfile_serialization=True), "
+                               f"`torch.save({named}_use_new_zipfile_serialization=True), "
                                f"please torch.save your checkpoint with this option in order "
                                f"to use mmap.")
 
@@ -198,15 +200,6 @@ def _globals_in_pickle(data):
         del pushed[:-2]
 
 
-def _path_of(f):
-    if isinstance(f, (str, os.PathLike)):
-        return os.fspath(f)
-    name = getattr(f, "name", None)
-    if isinstance(name, str) and os.path.isfile(name) and hasattr(f, "fileno"):
-        return name
-    return None
-
-
 def _unpickler(persistent_load, weights_only, pickle_load_args):
     """A factory: file -> object with ``load()``, safe or full as asked."""
     if weights_only:
@@ -251,7 +244,7 @@ def _load_zip(archive, map_location, weights_only, mmap_path, pickle_load_args):
     def persistent_load(pid):
         stype, key, location, numel = _check_pid(pid)
         if key in loaded:
-            return loaded[key]
+            return loaded[key].typed(stype.dtype)
         record = f"data/{key}"
         expected = numel * (1 if stype.dtype is None else stype.dtype.itemsize)
         if skip:
@@ -277,5 +270,5 @@ def _check_pid(pid):
     if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
             and isinstance(pid[1], StorageType) and isinstance(pid[2], str)
             and isinstance(pid[3], str) and type(pid[4]) is int and pid[4] >= 0):
-        raise pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}")
+        raise _legacy._bad(pid)
     return pid[1:]

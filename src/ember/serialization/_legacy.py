@@ -49,7 +49,10 @@ def _no_persistent_ids(pid):
 
 
 def _bad(pid):
-    return pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}")
+    hint = ("; it was saved with pickle_protocol=0, which writes storage references as "
+            "text that no loader can read (PyTorch's neither): save with a protocol of 1 or "
+            "more") if isinstance(pid, str) and pid.startswith("('storage'") else ""
+    return pickle.UnpicklingError(f"invalid storage reference in checkpoint: {pid!r}{hint}")
 
 
 def _itemsize(dtype):
@@ -72,7 +75,7 @@ def load(f, make_unpickler, map_location, restore, weights_only):
     f.seek(start)
     if not first:
         raise EOFError("ember.load: the file is empty")      # PyTorch's type: EOFError
-    if first != b"\x80":
+    if first not in (b"\x80", b"L"):      # (pickle protocols 2-5; 0 and 1 write a LONG)
         raise pickle.UnpicklingError(
             f"ember.load: not a PyTorch checkpoint (invalid load key, {first!r}); expected a "
             f"zip archive or a legacy pickle")
@@ -104,7 +107,7 @@ def load(f, make_unpickler, map_location, restore, weights_only):
             flat = np.zeros(numel * item, np.uint8).view(StorageArray)
             roots[key] = restore(LoadedStorage(flat, stype.dtype, device("cpu")), location,
                                  map_location)
-        root = roots[key]
+        root = roots[key].typed(stype.dtype)
         if view is None:
             return root
         if not (isinstance(view, tuple) and len(view) == 3 and type(view[1]) is int

@@ -68,6 +68,9 @@ def _owner(arr, address):
     return obj, _bounds(flat)
 
 
+_TENSORS = object()         # StorageTable.locate's default: the storage has the tensor's dtype
+
+
 class _Storage:
     __slots__ = ("key", "dtype", "lo", "nbytes", "keepalive", "location")
 
@@ -75,9 +78,12 @@ class _Storage:
         self.key, self.dtype, self.lo, self.nbytes = key, dtype, lo, nbytes
         self.keepalive, self.location = keepalive, location
 
-    def pid(self):
-        if self.dtype in N.STORAGE_GLOBALS:
-            cls, numel = N.STORAGE_GLOBALS[self.dtype], self.nbytes // self.dtype.itemsize
+    def pid(self, dtype=_TENSORS):
+        """The persistent id of one reference to this storage, as ``dtype``'s storage
+        (default: the storage's own); PyTorch names each reference's type."""
+        dtype = self.dtype if dtype is _TENSORS else dtype
+        if dtype in N.STORAGE_GLOBALS:
+            cls, numel = N.STORAGE_GLOBALS[dtype], self.nbytes // dtype.itemsize
         else:
             cls, numel = N.UNTYPED_GLOBAL, self.nbytes
         return ("storage", cls, self.key, self.location, numel)
@@ -93,13 +99,19 @@ class _Storage:
 class _StorageRef:
     """Stands for a storage in the pickle; the pickler writes it as a persistent id."""
 
-    __slots__ = ("storage",)
+    __slots__ = ("storage", "dtype")
 
-    def __init__(self, storage):
-        self.storage = storage
+    def __init__(self, storage, dtype=_TENSORS):
+        self.storage, self.dtype = storage, dtype      # (the referring tensor's dtype)
 
 
-_TENSORS = object()         # StorageTable.locate's default: the storage has the tensor's dtype
+def _byte_class(dtype):
+    """What PyTorch compares to refuse one memory saved as two types: the dtype of a typed
+    storage; None for bytes (untyped storages, and the uint8, uint16-64 and float8 tensors
+    whose memory PyTorch saves as bytes or ByteStorage)."""
+    return None if dtype is D.uint8 or dtype not in N.STORAGE_GLOBALS else dtype
+
+
 
 
 class StorageTable:
@@ -115,10 +127,10 @@ class StorageTable:
         return s
 
     def storage_of(self, st):
-        """The saved storage of ember storage ``st``; an untyped one has no dtype."""
+        """(the saved storage of ember storage ``st``, its dtype: None if untyped)."""
         from ember._storage import TypedStorage
         dtype = st._root.dtype if isinstance(st, TypedStorage) else None
-        return self.locate(st._root, dtype)[0]
+        return self.locate(st._root, dtype)[0], dtype
 
     def locate(self, t, dtype=_TENSORS):
         """(storage, offset, size, stride) for tensor ``t``, all in elements; ``dtype`` is the
@@ -142,7 +154,7 @@ class StorageTable:
                 nbytes = (extent[1] - extent[0]) // item * item
                 s = self._by_owner[id(owner)] = self._new(dtype, extent[0], nbytes, owner,
                                                           location)
-            elif s.dtype is not dtype:
+            elif _byte_class(s.dtype) is not _byte_class(dtype):
                 raise RuntimeError("Cannot save multiple tensors or storages that view the "
                                    "same data as different types")
             offset = (address - s.lo) // item
@@ -151,7 +163,7 @@ class StorageTable:
         flat = np.ascontiguousarray(arr)
         s = self._new(dtype, _address(flat), flat.nbytes, flat, location)
         if flat.size == 0:      # NumPy gives empty arrays zero strides; PyTorch keeps its own
-            return s, 0, arr.shape, tuple(t.stride())
+            return s, t.storage_offset(), arr.shape, tuple(t.stride())     # (and offset)
         strides = tuple(st // item for st in flat.strides)
         return s, 0, arr.shape, strides
 
@@ -204,9 +216,10 @@ def _global_line(module, name):
 
 def _persistent_id(self, obj):
     if type(obj) is _StorageRef:
-        return obj.storage.pid() + self.pid_suffix
+        return obj.storage.pid(obj.dtype) + self.pid_suffix
     if isinstance(obj, _EmberStorage):       # a storage saved by itself, as PyTorch does
-        return self.table.storage_of(obj).pid() + self.pid_suffix
+        storage, dtype = self.table.storage_of(obj)
+        return storage.pid(dtype) + self.pid_suffix
     return None
 
 
@@ -354,7 +367,7 @@ def _reduce_tensor(table, t):
         func, args = N.REBUILD_META, (t.dtype, tuple(t.shape), t.stride(), t.requires_grad)
     else:
         storage, offset, size, stride = table.locate(t)
-        args = (_StorageRef(storage), offset, tuple(size), stride, t.requires_grad,
+        args = (_StorageRef(storage, t.dtype), offset, tuple(size), stride, t.requires_grad,
                 OrderedDict())
         if t.dtype in N.STORAGE_GLOBALS:
             func = N.REBUILD_V2

@@ -43,6 +43,16 @@ class LoadedStorage:
     def cuda(self, index=None):
         return LoadedStorage(self.bytes, self.dtype, device("cuda", index or 0))
 
+    def typed(self, dtype):
+        """This storage as one reference in a checkpoint names it: PyTorch writes each
+        reference's own storage type (``UntypedStorage``, then ``ByteStorage``) under one
+        key; the same bytes, device and tensor roots."""
+        if dtype is self.dtype:
+            return self
+        out = LoadedStorage(self.bytes, dtype, self.device)
+        out.roots = self.roots
+        return out
+
     def __repr__(self):
         return f"LoadedStorage(nbytes={self.nbytes()}, dtype={self.dtype}, device={self.device})"
 
@@ -80,6 +90,8 @@ def _tensor_from(storage, offset, size, stride, dtype, requires_grad):
     root = _root_of(storage, dtype)
     if root is not None:
         t._meta = {"storage_root": _Owner(root)}
+    if not need:                # empty: the saved strides and offset (NumPy keeps neither)
+        t._meta = dict(t._meta or (), empty_geometry=(stride, offset))
     if storage.device.type != "cpu":
         t = _on_device(storage, dtype, t, size, stride, offset)
     if requires_grad:
@@ -265,13 +277,27 @@ def rebuild_sparse_tensor(layout, data):
     if layout is ember.sparse_coo and isinstance(data, tuple) and len(data) in (3, 4):
         indices, values, size = data[:3]
         coalesced = data[3] if len(data) == 4 else None
-        return ember.sparse_coo_tensor(indices, values, size, is_coalesced=coalesced,
-                                       check_invariants=True)
+
+        def build(check):
+            return ember.sparse_coo_tensor(indices, values, size, is_coalesced=coalesced,
+                                           check_invariants=check)
+        return _checked_later(build)
     compressed = (ember.sparse_csr, ember.sparse_csc, ember.sparse_bsr, ember.sparse_bsc)
     if layout in compressed and isinstance(data, tuple) and len(data) == 4:
-        return ember.sparse_compressed_tensor(*data, layout=layout, check_invariants=True)
+        return _checked_later(lambda check: ember.sparse_compressed_tensor(
+            *data, layout=layout, check_invariants=check))
     raise RuntimeError(f"ember.load: the checkpoint holds a sparse tensor of layout {layout}, "
                        f"which ember cannot rebuild")
+
+
+def _checked_later(build):
+    """``build(check_invariants)``: checked now, or (as PyTorch validates a checkpoint's
+    sparse tensors) once the legacy format's storage bytes are read."""
+    pending = _PENDING.get()
+    if pending is None:
+        return build(True)
+    pending.append(lambda: build(True))
+    return build(False)
 
 
 def _set_state(obj, state):

@@ -216,6 +216,8 @@ class WeightsUnpickler:
                 stack.append(None)
             elif op == _BINPERSID:
                 stack.append(self._persistent_load(stack.pop()))
+            elif op == _PERSID:         # (protocol 0: the id as a line of text)
+                stack.append(self._persistent_load(str(readline(), "ascii")))
             elif op == _REDUCE:
                 args = stack.pop()
                 func = stack[-1]

@@ -151,6 +151,8 @@ class Archive:
         except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError,
                 struct.error, UnicodeDecodeError) as e:
             raise _corrupt("reading zip archive: failed finding central directory") from e
+        except NotImplementedError as e:    # a damaged central directory's version field
+            raise _corrupt(f"reading zip archive: {e}") from e
         if not names or "/" not in names[0]:
             raise _corrupt("reading zip archive: no records found")
         self.prefix = names[0].split("/", 1)[0]

@@ -38,7 +38,8 @@ def _arrays(tensors):
                             f"{type(t)}")
         if t.dtype.np not in _SUPPORTED:
             raise TypeError(f"safetensors cannot store tensor `{name}` of dtype {t.dtype}")
-        out[name] = np.ascontiguousarray(_to_host(t._data))
+        arr = _to_host(t._data)
+        out[name] = np.ascontiguousarray(arr).reshape(arr.shape)    # (which makes 0-d 1-d)
     return out
 
 
