@@ -3,6 +3,7 @@ overridable per-module steps and their hooks (the state-dict half of ``Module``)
 
 import itertools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -25,6 +26,28 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
+
+
+class _ModuleHook:
+    """``hook`` called with its module first; a deep copy (or unpickled copy) of the module
+    calls it with the copy."""
+
+    def __init__(self, hook, module):
+        self.hook = hook
+        self.module = weakref.ref(module)
+
+    def __call__(self, *args):
+        module = self.module()
+        if module is None:
+            raise RuntimeError("You are trying to call the hook of a dead Module!")
+        return self.hook(module, *args)
+
+    def __getstate__(self):
+        return {"hook": self.hook, "module": self.module()}
+
+    def __setstate__(self, state):
+        self.hook = state["hook"]
+        self.module = weakref.ref(state["module"])
 
 
 class StateDict:
@@ -102,7 +125,7 @@ class StateDict:
                                   f'received {type(value)}')
                 continue
             lazy = is_lazy(param)
-            if not lazy and param.ndim == 0 and value.ndim == 1:
+            if not lazy and param.ndim == 0 and value.shape == (1,):
                 value = value[0]
             if not lazy and value.shape != param.shape:
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape "
@@ -214,9 +237,7 @@ class StateDict:
 
     def _register_load_state_dict_pre_hook(self, hook, with_module=False):
         if with_module:
-            def bound(*args, _hook=hook, _module=self):
-                return _hook(_module, *args)
-            return add_hook(self._load_state_dict_pre_hooks, bound)
+            return add_hook(self._load_state_dict_pre_hooks, _ModuleHook(hook, self))
         return add_hook(self._load_state_dict_pre_hooks, hook)
 
     def register_load_state_dict_post_hook(self, hook):

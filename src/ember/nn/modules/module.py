@@ -48,8 +48,6 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forwar
                 "_load_state_dict_post_hooks")
 
 
-
-
 def _addindent(text, n):
     lines = text.split("\n")
     if len(lines) == 1:
@@ -160,6 +158,10 @@ class Module(StateDict):
             raise KeyError(f"module name can't contain \".\", got: {name}")
         if name == "":
             raise KeyError('module name can\'t be empty string ""')
+        self._put_module(name, module)
+
+    def _put_module(self, name, module):
+        # (attribute assignment registers here without add_module's name checks, as PyTorch's)
         for hook in _hooks.module_registration_hooks.values():
             out = hook(self, name, module)
             if out is not None:
@@ -187,19 +189,18 @@ class Module(StateDict):
             if "_modules" not in d:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             _discard(d, name, keep="_modules")
-            self.add_module(name, value)
+            self._put_module(name, value)
         elif name in d.get("_modules", ()):
             if value is not None:
                 raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
                                 f"(torch.nn.Module or None expected)")
-            self.add_module(name, value)
+            self._put_module(name, value)
         elif name in d.get("_buffers", ()) or isinstance(value, Buffer):
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                 f"(torch.nn.Buffer, torch.Tensor or None expected)")
-            if isinstance(value, Buffer):
+            if isinstance(value, Buffer):     # (a plain attribute of that name is an error)
                 persistent = value.persistent
-                _discard(d, name, keep="_buffers")
             else:
                 persistent = name not in self._non_persistent_buffers_set
             self.register_buffer(name, value, persistent)
