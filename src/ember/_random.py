@@ -11,6 +11,7 @@ are drawn on the host and uploaded.
 
 import functools
 import json
+import math
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_available, cud
                            device_assert, device_guard, device_of, host_array, on_device_of,
                            xp_of)
 from ember._tensor import Tensor, _make
-from ember._random_checks import (NO_CUDA_GENERATOR, _as_float,  # noqa: F401
+from ember._random_checks import (NO_CUDA_GENERATOR, _as_float, _barebones,  # noqa: F401
                                   _check_like_bounds, _check_long, _check_permutation_dtype,
                                   _check_random_bounds, _check_size_given, _check_std,
                                   _continuous, _float_dtype, _not_implemented_for,
@@ -303,6 +304,7 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
         return pinned(rand(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                            requires_grad=requires_grad), True)
     dtype = _float_dtype(_out_dtype(dtype, out, "rand"), "check_uniform_bounds")
+    _barebones(dtype, "check_uniform_bounds", wide_unsigned=False)
     device = _out_device(device, out)
     _check_size_given(sizes, size, "rand")
     shape = _size(_size_args(sizes, size, "rand"))
@@ -326,6 +328,8 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     device = _out_device(device, out)
     _check_size_given(sizes, size, "randn")
     shape = _size(_size_args(sizes, size, "randn"))
+    if math.prod(shape):        # (PyTorch's kernel, which refuses float8, skips no elements)
+        _barebones(dtype, "normal_kernel_cpu", wide_unsigned=False)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -361,6 +365,7 @@ def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None
     dtype = _out_dtype(dtype, out, "randint")
     dtype = D.int64 if dtype is None else dtype
     device = _out_device(device, out)
+    _barebones(dtype, "random_update_from_to", wide_unsigned=False)
     _check_random_bounds(dtype, low, high)
     shape = _size((size,))
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "integers", low, high)
@@ -451,6 +456,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         except ValueError:
             from ember.ops._registry import broadcast_message
             raise RuntimeError(broadcast_message([np.shape(m), np.shape(s)])) from None
+        if math.prod(shape):    # (its kernel, which refuses float8, skips no elements)
+            _barebones(ref.dtype if out is None else out.dtype, "normal_kernel_cpu",
+                       wide_unsigned=False)
         rng = _rng_on(generator, ref.device)
         arr = m + s * rng.standard_normal(shape)
         node = "NormalBackward" + ("3" if isinstance(mean, Tensor) and isinstance(std, Tensor)
@@ -466,6 +474,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     dtype = _float_dtype(_out_dtype(dtype, out, "normal"), "normal_kernel_cpu")
     device = _out_device(device, out)
     shape = _size((size,))
+    if math.prod(shape):
+        _barebones(dtype, "normal_kernel_cpu", wide_unsigned=False)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -480,10 +490,14 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     if p is not None:
         _not_implemented_for(input.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
         if not 0 <= p <= 1:
-            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+        if input.numel():       # (float8, uint16/32/64: refused where elements are drawn)
+            _barebones(input.dtype, "bernoulli_scalar_cpu_")
     else:   # PyTorch fills ``out`` (or a tensor like input) with probabilities ``input``
         _not_implemented_for((input if out is None else out).dtype,
                              "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
+        if input.numel():
+            _barebones((input if out is None else out).dtype, "bernoulli_tensor_cpu_self_")
         _not_implemented_for(input.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
     node = "BernoulliBackward0" if p is None else NOT_IMPLEMENTED
     drawn = _drawn_on_device(generator, input.shape, D.float32, input.device)

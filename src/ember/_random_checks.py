@@ -37,13 +37,25 @@ def _not_implemented_for(dtype, name, categories):
         raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
 
 
+def _barebones(dtype, name, wide_unsigned=True):
+    """PyTorch's error for a sampling kernel ``name`` that has no float8 (nor, with
+    ``wide_unsigned``, uint16/32/64) version."""
+    if dtype in D.FLOAT8 or wide_unsigned and dtype in D.WIDE_UNSIGNED:
+        raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+
+
+# the C++ names PyTorch's messages give the unsigned types
+_UNSIGNED_C = {D.uint16: "short unsigned int", D.uint32: "unsigned int",
+               D.uint64: "long unsigned int"}
+
+
 def _continuous(t, name, c_name=False):
     """PyTorch's error for filling a non-floating tensor from a continuous distribution."""
     if t.dtype.category != D.FLOATING:
         from ember._storage import _c_type
+        kind = (_UNSIGNED_C.get(t.dtype) or _c_type(t.dtype)) if c_name else t.dtype._torch_name
         raise RuntimeError(f"{name} distribution is a continuous probability distribution. "
-                           f"dtype must be a floating point but you specified "
-                           f"{_c_type(t.dtype) if c_name else t.dtype._torch_name}")
+                           f"dtype must be a floating point but you specified {kind}")
 
 
 _SIZE_SIGNATURE = ("(tuple of ints size, *, {}Tensor out = None, torch.dtype dtype = None, "
@@ -75,6 +87,7 @@ def _check_long(value, argument):
 def _check_permutation_dtype(dtype, n):
     """PyTorch's errors for a randperm dtype that cannot hold 0..n-1 (or has no kernel)."""
     _not_implemented_for(dtype, "randperm", (D.BOOL, D.COMPLEX))
+    _barebones(dtype, "randperm")
     if dtype.category == D.INTEGRAL and n - 1 > D.iinfo(dtype).max:
         from ember.ops._scalars import C_NAMES
         raise RuntimeError(f"value cannot be converted to type {C_NAMES[dtype]} without "

@@ -9,7 +9,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._random import _below, _check_generator, _drawn_on_device, _rng_on, _vmap_aware
-from ember._random_checks import (_check_random_bounds, _continuous, _float_dtype,
+from ember._random_checks import (_barebones, _check_random_bounds, _continuous, _float_dtype,
                                   _not_implemented_for, _random_limit)
 from ember._storage import _c_type
 from ember._tensor import Tensor
@@ -64,6 +64,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
     if _BIRTHS.levels:      # NOTE [Captured tensors]
         refuse_captured(self, "aten::uniform_")
     _float_dtype(self.dtype, "check_uniform_bounds")
+    _barebones(self.dtype, "check_uniform_bounds", wide_unsigned=False)
     _check_uniform_bounds(self.dtype, from_, to)
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
@@ -101,7 +102,9 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
         refuse_captured(self, "aten::normal_")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    _float_dtype(self.dtype, "normal_kernel_cpu")
+    if self.numel():            # (PyTorch's kernel, which refuses dtypes, skips no elements)
+        _float_dtype(self.dtype, "normal_kernel_cpu")
+        _barebones(self.dtype, "normal_kernel_cpu", wide_unsigned=False)
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "normal", mean,
                              std)
     if drawn is not None:
@@ -129,11 +132,15 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
         refuse_captured(self, _RANDOM_OVERLOADS[node])
     if node == "RandomBackward2":
         _not_implemented_for(self.dtype, "random_kernel_cpu", (D.COMPLEX,))
+    if node == "RandomBackward2" and self.numel():  # (no kernel runs for no elements)
+        _barebones(self.dtype, "random_kernel_cpu")
     if to is None:
         to = _random_limit(self.dtype)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} "
                            f">= to={to}")
+    if node != "RandomBackward2":   # (its bounds check dispatches on the dtype, however empty)
+        _barebones(self.dtype, "random_update_from_to", wide_unsigned=False)
     _check_random_bounds(self.dtype, from_, to)
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "integers", from_,
                              to)
@@ -171,12 +178,19 @@ def bernoulli_(self, p=0.5, *, generator=None):
     if isinstance(p, Tensor):
         _not_implemented_for(self.dtype, "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
         _not_implemented_for(p.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
+        if self.numel():        # (float8, uint16/32/64: refused where elements are drawn)
+            _barebones(self.dtype, "bernoulli_tensor_cpu_self_")
+            _barebones(p.dtype, "bernoulli_tensor_cpu_p_")
     else:
         _not_implemented_for(self.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
     if isinstance(p, Tensor):
+        if not self.numel():    # (no kernel runs, so no expand of p)
+            return _fill_(self, np.zeros(self.shape), node)
         _check_expandable(p, self.shape)
     elif not 0 <= p <= 1:
-        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+    elif self.numel():
+        _barebones(self.dtype, "bernoulli_scalar_cpu_")
     drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
     if drawn is not None:
         return _fill_(self, _below(drawn, p._data if isinstance(p, Tensor) else p), node)
@@ -210,9 +224,11 @@ def exponential_(self, lambd=1.0, *, generator=None):
     _check_floats("exponential_", ("lambd", lambd))
     if _BIRTHS.levels:
         refuse_captured(self, "aten::exponential_")
-    _continuous(self, "Exponential")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
+    if self.numel():            # (no kernel, so no dtype check, for no elements)
+        _continuous(self, "Exponential")
+        _barebones(self.dtype, "exponential_cpu", wide_unsigned=False)
     drawn = _rng_on(generator, self.device).exponential(1.0 / lambd, self.shape)
     return _fill_(self, drawn, "ExponentialBackward0")
 
@@ -225,7 +241,9 @@ def geometric_(self, p, *, generator=None):
         refuse_captured(self, "aten::geometric_")
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
-    _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
+    if self.numel():            # (no kernel, so no dtype check, for no elements)
+        _not_implemented_for(self.dtype, "geometric_cpu", (D.BOOL, D.COMPLEX))
+        _barebones(self.dtype, "geometric_cpu")
     drawn = _rng_on(generator, self.device).geometric(p, self.shape)
     return _fill_(self, drawn, "GeometricBackward0")
 
@@ -238,7 +256,9 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
         refuse_captured(self, "aten::log_normal_")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
-    _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
+    if self.numel():            # (no kernel, so no dtype check, for no elements)
+        _not_implemented_for(self.dtype, "log_normal_cpu", (D.BOOL, D.INTEGRAL, D.COMPLEX))
+        _barebones(self.dtype, "log_normal_cpu", wide_unsigned=False)
     drawn = _rng_on(generator, self.device).lognormal(mean, std, self.shape)
     return _fill_(self, drawn, "LogNormalBackward0")
 
@@ -249,9 +269,11 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     _check_floats("cauchy_", ("median", median), ("sigma", sigma))
     if _BIRTHS.levels:
         refuse_captured(self, "aten::cauchy_")
-    _continuous(self, "Cauchy", c_name=True)
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
+    _continuous(self, "Cauchy", c_name=True)
+    if self.numel():
+        _barebones(self.dtype, "cauchy_cpu", wide_unsigned=False)
     rng = _rng_on(generator, self.device)
     return _fill_(self, median + sigma * rng.standard_cauchy(self.shape), "CauchyBackward0")
 

@@ -206,8 +206,9 @@ def forward_ad_kernel(op, flat, params, inplace=False):
     in-place form), or None where the call has a forward derivative (``Op.refuse_forward_ad``)."""
     kernel = op.forward_ad_refusal
     kernel = kernel(flat, params) if callable(kernel) else kernel
-    if inplace and (op.not_implemented_kernel is not None or kernel == op.name):
-        return f"{kernel}_"             # aten::floor_divide_, index_reduce_
+    if inplace and (op.not_implemented_kernel is not None or kernel == op.name
+                    or kernel == f"aten::{op.name}"):   # (scatter_'s reduce overloads)
+        return f"{kernel}_"             # aten::floor_divide_, index_reduce_, aten::scatter_
     return kernel
 
 

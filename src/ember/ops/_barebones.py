@@ -133,7 +133,7 @@ REFUSED = {
     "index_fill": _indexed("index_fill_cpu", _INT64, "index_fill_cpu"),
     "index_reduce": _indexed("index_func_", _INT64, "index_func_"),
     "take": _indexed("take_cpu", _INT64), "put": _indexed("take_put_cpu", _INT64, "take_put_cpu"),
-    "masked_fill": "masked_fill", "masked_select": "masked_select",
+    "masked_select": "masked_select",     # (masked_fill: its forwards, after its checks)
     "masked_scatter": "masked_scatter", "tril": "tril", "triu": "triu",
     "dot": "dot", "vdot": "dot", "inner": _inner, "mm": _product("addmm_impl_cpu_"),
     "mv": _product("addmv_impl_cpu"), "bmm": _product("bmm"), "matmul": _matmul,

@@ -34,7 +34,7 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
                                        or _view_tracks(d))
             for d in targets)):     # (a forward-mode transform's input too: it records)
         name = grad_refusal_kernel(op, inputs, params)  # (None: written untracked)
-        kernel = None if name is not None else not_implemented_kernel(op, inputs)
+        kernel = None if name is not None else not_implemented_kernel(op, inputs, params)
         if kernel is not None:
             if not requires_grad or any(isinstance(d, Tensor) and d.requires_grad
                                         for d in targets):

@@ -198,12 +198,19 @@ def _folds(t):
 _ADDMV = "addmv input tensors must have the same dtype, but got {got}, {want}, and {want}"
 
 
+def _conj_physical_check(got, want, inputs):
+    # its out= variant runs the conj kernel, which has no float8 or uint16/32/64 version (the
+    # function and conj_physical_ copy or keep a real tensor): refused after the dtype check
+    if got is want and (want in D.FLOAT8 or want in D.WIDE_UNSIGNED):
+        raise NotImplementedError(f"\"conj_cpu\" not implemented for '{want._torch_name}'")
+
+
 _CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
            "diag": _diag_check, "matmul": _matmul_check,
            "logsumexp": _logsumexp_check, "abs": _abs_check,
            "searchsorted": _search_check, "bucketize": _search_check,
            **dict.fromkeys(("clamp", "clamp_min", "clamp_max"), _clamp_check),
-           "ldexp": _ldexp_check}
+           "ldexp": _ldexp_check, "conj_physical": _conj_physical_check}
 
 
 def message(op, want, got):

@@ -66,11 +66,18 @@ def copies_out(op, params):
     return op.name in COPIED_OUT and (when is None or when(params))
 
 
-def not_implemented_kernel(op, inputs):
+def not_implemented_kernel(op, inputs, params=()):
     """The kernel named by the NotImplemented node ``op``'s out= call records, or None where
     the call is refused or written untracked."""
+    by_params = _NOT_IMPLEMENTED_WHEN.get(op.name)
+    if by_params is not None:
+        return by_params(params)
     kernel = op.not_implemented_kernel or NOT_IMPLEMENTED_OUT.get(op.name)
     return kernel(inputs) if callable(kernel) else kernel
+
+
+# ops with no derivative for some parameters (scatter's reduce overloads): op -> fn(params)
+_NOT_IMPLEMENTED_WHEN = {"scatter": lambda params: None if params[2] is None else "scatter"}
 
 # op -> the kernel PyTorch's refusal names
 _KERNELS = {
@@ -119,7 +126,7 @@ def grad_refusal_kernel(op, inputs, params=()):
         return _power_kernel(params)
     # (nonzero's: declared so; NOT_IMPLEMENTED_OUT's records a node write_out hangs)
     if name in _UNTRACKED or not op.differentiable or name in COPIED_OUT \
-            or not_implemented_kernel(op, inputs) is not None:
+            or not_implemented_kernel(op, inputs, params) is not None:
         return None
     by_input = _BY_INPUT.get(name)
     if by_input is not None:

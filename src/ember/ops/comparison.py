@@ -4,12 +4,14 @@ None of them is differentiable: comparisons and logical ops return bool, bitwise
 their integer dtype.
 """
 
+import numpy as np
+
 from ember import _dtype as D
 from ember._tensor import Tensor
 from ember.ops._binary_rules import reject_complex, tensor_policy
 from ember.ops._elementwise import binary, unary
 from ember.ops._promotion import INTEGRAL, Policy, refuse_kernel, refuse_logical
-from ember.ops._registry import op
+from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import number_arrays
 
 # --- comparisons ------------------------------------------------------------------------------
@@ -142,6 +144,29 @@ def logical_xor(xp, a, b):
     """Whether exactly one of ``input`` and ``other`` is nonzero, elementwise."""
     refuse_logical("logical_xor", a, b)
     return xp.logical_xor(a, b)
+
+
+def _logical_inplace(name, ufunc):
+    """The in-place form of binary logical op ``name``: TensorIterator's checks of the shapes
+    (the operands', then the result's against ``input``'s) come before the kernel's refusal
+    of float8 or uint16/32/64 operands."""
+    def write(xp, dst, a, b):
+        shapes = [x.shape for x in (a, b) if hasattr(x, "shape")]
+        try:
+            shape = np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise RuntimeError(broadcast_message(shapes)) from None
+        if shape != dst.shape:
+            raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the "
+                               f"broadcast shape {list(shape)}")
+        refuse_logical(name, a, b)
+        xp.copyto(dst, getattr(xp, ufunc)(a, b), casting="unsafe")
+    return write
+
+
+for _binary_logical in (logical_and, logical_or, logical_xor):
+    _binary_logical.inplace_variant(_logical_inplace(_binary_logical.name,
+                                                     _binary_logical.name))
 
 
 @op("logical_not(input)", out=True, inplace=True, pointwise=True)

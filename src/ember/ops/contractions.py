@@ -423,6 +423,20 @@ def multi_dot(xp, tensors):
     return _multiply_chain(xp, tensors)
 
 
+def multi_dot_public(tensors, *, out=None):
+    """``linalg.multi_dot`` as PyTorch parses its ``tensors``: a list or tuple of tensors
+    (a generator or a tensor refused in its words), at least two of them."""
+    from ember.ops.join import _tensors_of
+    tensors = _tensors_of(tensors, "linalg_multi_dot")
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    return multi_dot(tensors, out=out)
+
+
+multi_dot_public.__module__ = "ember.linalg"
+multi_dot_public.__name__ = multi_dot_public.__qualname__ = "linalg_multi_dot"
+
+
 @multi_dot.derivative
 def _(grad, tensors):
     return (_chain_grads(grad, tensors),)

@@ -245,6 +245,9 @@ class _BackwardIndices(SubscriptIndices):
     __slots__ = ()
 
 
+_FILL_REFUSED = WIDE_UNSIGNED_NP | {d.np for d in D.FLOAT8}
+
+
 # --- index_put --------------------------------------------------------------------------------
 
 def _put(xp, dst, values, indices, accumulate):
@@ -254,7 +257,9 @@ def _put(xp, dst, values, indices, accumulate):
     mask = None if accumulate or values.size != 1 or type(indices) is BatchIndices else \
         _sole_mask(dst, indices, user_call)
     if mask is not None:                # PyTorch writes one value through masked_fill_, which
-        values = _fill_value(xp, dst, mask, values.reshape(()))     # converts its dtype
+        if dst.dtype in _FILL_REFUSED:  # refuses float8 and uint16/32/64, then converts it
+            raise refusal("masked_fill", D.FROM_NUMPY[dst.dtype])
+        values = _fill_value(xp, dst, mask, values.reshape(()), refuse=False)
     idx = advanced_indices(xp, dst, indices, user_call, bounds=False)
     idx = _checked_bounds(xp, dst, idx, ranges=False)
     region = index_shape(dst.shape, idx)
@@ -367,7 +372,8 @@ CTYPE = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
          D.uint16: "short unsigned int", D.uint32: "unsigned int", D.uint64: "long unsigned int"}
 # ... and the names its scalar conversion checks use
 _SCALAR_CTYPE = {D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t", D.int32: "int",
-                 D.int64: "int64_t", D.float32: "float"}
+                 D.int64: "int64_t", D.float32: "float", D.uint16: "uint16_t",
+                 D.uint32: "uint32_t", D.uint64: "uint64_t"}
 
 
 _INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
@@ -417,10 +423,17 @@ def scalar_array(xp, value, dtype):
     return device_scalar(xp, value.astype(dtype.np))
 
 
-def _fill_value(xp, x, mask, value):
+def _mask_arg(mask):
     if not hasattr(mask, "dtype"):
         raise TypeError(f"masked_fill(): argument 'mask' (position 2) must be Tensor, not "
                         f"{type(mask).__name__}")
+
+
+def _fill_value(xp, x, mask, value, refuse=True):
+    """``value`` converted to ``x``'s dtype, after PyTorch's checks of the mask's dtype and
+    the value's dims and (``refuse``) its refusal of ``x``'s dtype (float8, uint16/32/64),
+    which come before the conversion's range check: those follow the shapes' checks."""
+    _mask_arg(mask)
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{CTYPE.get(D.FROM_NUMPY[mask.dtype], mask.dtype.name)}")
@@ -429,6 +442,8 @@ def _fill_value(xp, x, mask, value):
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but "
                                f"got tensor with {value.ndim} dimension(s).")
         value = value.item() if value.dtype.kind != "V" else float(value.astype(np.float32))
+    if refuse:
+        refuse_kernel(x, "masked_fill", wide_unsigned=True)
     return checked_number(xp, value, x.dtype)       # fill_'s checks, unlike __setitem__'s
 
 
@@ -440,19 +455,19 @@ def _size_mismatch(a, b):
 @op("masked_fill(input, mask, value)", inputs=3, inplace=True, scalars=True)
 def masked_fill(xp, x, mask, value):
     """``input`` with ``value`` wherever ``mask`` is True (mask broadcasts)."""
-    value = _fill_value(xp, x, mask, value)
+    _mask_arg(mask)
     try:
         np.broadcast_shapes(mask.shape, x.shape)
     except ValueError:
         _size_mismatch(mask.shape, x.shape)
-    refuse_kernel(x, "masked_fill")
+    value = _fill_value(xp, x, mask, value)
     out = xp.where(mask, value, x)
     return out if out.flags.c_contiguous else xp.ascontiguousarray(out)   # as PyTorch's
 
 
 @masked_fill.inplace_variant
 def _(xp, dst, x, mask, value):
-    value = _fill_value(xp, dst, mask, value)
+    _mask_arg(mask)
     try:
         shape = np.broadcast_shapes(dst.shape, mask.shape)
     except ValueError:
@@ -460,7 +475,7 @@ def _(xp, dst, x, mask, value):
     if shape != dst.shape:
         raise RuntimeError(f"output with shape {list(dst.shape)} doesn't match the broadcast "
                            f"shape {list(shape)}")
-    refuse_kernel(dst, "masked_fill")
+    value = _fill_value(xp, dst, mask, value)
     xp.copyto(dst, value, where=mask)
 
 

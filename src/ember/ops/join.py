@@ -55,7 +55,7 @@ def _cat_dim(shapes, dim):
 
 
 @op("cat(tensors, dim=0)", inputs=("tensors*",), promote=BINARY, upcast=False, scalars=False,
-    saves_inputs=False)
+    saves_inputs=False, method=False)          # (PyTorch's Tensor has no cat, stack, concat)
 def cat(xp, tensors, dim):
     """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
     shapes = [a.shape for a in tensors]
@@ -104,7 +104,7 @@ def _zeros_like_meta(grad, meta):
 
 
 @op("stack(tensors, dim=0)", inputs=("tensors*",), promote=BINARY, upcast=False,
-    scalars=False, saves_inputs=False)
+    scalars=False, saves_inputs=False, method=False)
 def stack(xp, tensors, dim):
     """The tensors (all of one shape) joined along a new dim ``dim``."""
     first = tensors[0].shape

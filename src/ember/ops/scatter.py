@@ -182,11 +182,6 @@ def scatter(xp, x, index, src, dim, value, reduce):
     return out_of_place(_write_scatter)(xp, x, index, src, dim, value, reduce)
 
 
-@scatter.named_by
-def _(flat, params, out):                    # PyTorch's overloads: src, value
-    return "ScatterBackward0" if isinstance(flat[2], Tensor) else "ScatterBackward1"
-
-
 scatter.inplace_variant(in_place(_write_scatter))
 
 
@@ -195,10 +190,41 @@ scatter.number_overload("src")              # the value overload
 scatter.reads_inputs((), (0, 2), ())        # PyTorch saves the index alone
 
 
+# PyTorch's scatter with ``reduce`` (its scatter.reduce overloads) has no derivative: a
+# recorded call's node is NotImplemented (edges to the inputs that require grad), refusing
+# backward; forward-mode AD refuses it; out= writes it, recording that node on out
+REDUCE_KERNEL = "scatter"
+
+
+@scatter.refuse_forward_ad
+def _(flat, params):
+    return None if params[2] is None else f"aten::{REDUCE_KERNEL}"
+
+
+@scatter.composed_when_recording
+def _(flat, params):
+    if params[2] is None:
+        return NotImplemented
+    from ember.autograd.grad_mode import no_grad
+    from ember.ops._dispatch import RAW_OUTPUTS, call
+    from ember.ops._not_implemented import hang_not_implemented
+    with no_grad():
+        res = call(scatter, flat, params, RAW_OUTPUTS)
+    hang_not_implemented(res, REDUCE_KERNEL, flat)
+    return res
+
+
+@scatter.named_by
+def _(flat, params, out):                    # PyTorch's overloads: src, value (in place:
+    if params[2] is not None:                # the reduce overloads' node)
+        return "NotImplemented"
+    return "ScatterBackward0" if isinstance(flat[2], Tensor) else "ScatterBackward1"
+
+
 @scatter.derivative
 def _(grad, x, index, src, dim, value, reduce):
-    if reduce is not None:
-        raise RuntimeError("derivative for aten::scatter is not implemented")
+    if reduce is not None:      # (an in-place call's node; PyTorch's names scatter_)
+        raise RuntimeError(f"derivative for aten::{REDUCE_KERNEL}_ is not implemented")
     grad_src = pad_to(gather(grad, dim, index), src.shape) if _is_tensor(src) else None
     return grad.scatter(dim, index, 0), None, grad_src
 
