@@ -272,7 +272,11 @@ def _reached(roots, targets, start=-1):
 
 def _linked(tangent, primals):
     """``tangent``'s values, with a node linking it (and its own history) to ``primals``."""
-    node = AddBackward0((history(tangent) if tangent.requires_grad else (None, 0),)
+    # (its recorded flag, a view's of a base requiring grad included: a forward-mode
+    # function's result reports False, NOTE [Forward-mode primals], as a nested transform's
+    # tangent there does)
+    node = AddBackward0((history(tangent) if Tensor.requires_grad.fget(tangent)
+                         else (None, 0),)
                         + tuple([history(a) for a in primals]))
     node._metas = tuple([(a.shape, a.dtype, a.device) for a in primals])
     out = _make(tangent._data)

@@ -28,9 +28,10 @@ from ember.autograd.graph import _sequence as _node_sequence
 from ember.func._batched import BatchedTensor, active_levels, materialize, rewrap
 from ember.func._forward_primal import (PrimalBackward, ViewBackward0, collect_dead, cut,
                                          forward_running, leaf_for, linearize_running,
-                                         note_dead, own_pass, primal_for, release, show,
-                                         showing, tracks_grad)
+                                         note_dead, outer_terms, own_pass, primal_for,
+                                         release, show, showing, tracks_grad)
 from ember.func._hooks import owning, pulling
+from ember.func._linearize_folds import draws, fold_constants, folded_links
 from ember.func._no_grad_tangents import NoGradGateBackward, settle
 from ember.func._zero_terms import Terms, link_outputs
 from ember.ops._reduce import TRANSFORM_BACKWARD
@@ -42,6 +43,7 @@ __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize"]
 class _Depth(threading.local):
     value = 0                   # how many transforms are differentiating right now
     levels = 0                  # how many vmap levels were active when the innermost began
+    top_leaves = ()             # the outermost transform's leaves
 
 
 def batched_within(tensors):
@@ -145,6 +147,8 @@ class _Traced:
             with _recording(), tracing_births(not api.startswith("linearize(")) as births, \
                     owning(self.token):
                 self.leaves = [_fresh(p) for p in physical]
+                if top:
+                    _DEPTH.top_leaves = self.leaves
                 # (PyTorch's linearize traces its function on views of its primals)
                 shown = [primal_for(x, not forward_cut and tracks_grad(p) and "view")
                          for x, p in zip(self.leaves, physical)] \
@@ -162,9 +166,11 @@ class _Traced:
                     outer_dead = collect_dead(self.dead)
                 _TRANSFORMS.user = user
                 # (NOTE [Zero-tangent terms in func.jvp])
+                self.parent = None if top else outer_terms()  # (nested in a forward one)
                 terms = Terms(shown, self.leaves, [tracks_grad(p) for p in physical],
-                              not api.startswith("linearize(")) \
-                    if top and (outer_grad or api.startswith("linearize(")) \
+                              not api.startswith("linearize("), self.parent, physical,
+                              None if top or self.parent is not None else _outside()) \
+                    if (outer_grad or api.startswith("linearize(")) \
                     and api.startswith(_TERMS_APIS) else None
                 with tracing, showing(forward and (
                         "dual" if api.startswith("linearize(") else True), terms):
@@ -180,6 +186,7 @@ class _Traced:
             _DEPTH.levels = outer_levels
             if top:
                 _TRANSFORMS.made = None
+                _DEPTH.top_leaves = ()
                 if self.dead is not None:
                     collect_dead(outer_dead)
         # what a forward-mode transform recorded under no_grad (NOTE [Tangents through no_grad])
@@ -200,8 +207,9 @@ class _Traced:
                 where = _OUTPUT_CHECK.get(api.split("(")[0], api)
                 raise RuntimeError(f"{where}: output of function f should be a tuple: (output, "
                                    f"aux) if has_aux is True")
-            out, self.aux = out
-            self.aux = self.release(self.aux)
+            out, aux = out
+            self.aux = self.release(aux) if forward else \
+                _returned_inputs(self, aux, self.release(aux), flat)
         if self.dead and not forward_cut:
             self.dead = self.born = None    # (linearize's of an input requiring grad: kept)
         if not self.closure:
@@ -237,7 +245,13 @@ class _Traced:
         in a forward-mode transform's function, its results: NOTE [Forward-mode primals])."""
         if self.connected and not self.closure:
             if FORWARD_SHOWN:
-                for x in tree_flatten(tree)[0]:
+                flat, spec = tree_flatten(tree)
+                own = [id(x) for x in self.leaves]
+                if any(id(x) in own for x in flat):     # (an input returned as it is: an
+                    from ember.ops.conversion import _alias     # alias, its own leaf kept)
+                    flat = [_alias(x) if id(x) in own else x for x in flat]
+                    tree = tree_unflatten(flat, spec)
+                for x in flat:
                     if isinstance(x, Tensor):
                         show(x)
             return tree
@@ -280,6 +294,20 @@ class _Traced:
         """Per-input results as the caller sees them, in the primals' structure."""
         return tree_unflatten(self.release([rewrap(g, self.levels) for g in flat]),
                               self.in_spec)
+
+
+def _outside():
+    """Whether a tensor's graph reaches a tensor that requires grad outside the transforms
+    (for a forward-mode one nested in reverse-mode ones: NOTE [Zero-tangent terms in
+    func.jvp])."""
+    reach = _Reach(_DEPTH.top_leaves, _TRANSFORMS.made)
+
+    def reaches(t):     # (by the recorded history: a transform's leaf reports none)
+        node = t._grad_fn
+        if node is None:
+            return t._requires_grad and id(t) not in reach.own
+        return reach._node(node)
+    return reaches
 
 
 class _Reach:
@@ -394,9 +422,30 @@ def vjp(func, *primals, has_aux=False):
         cg = traced.connected if create_graph is None else create_graph
         return traced.wrap_inputs(traced.pull(flat, cg))
 
-    out = traced.release(traced.out)
+    out = _returned_inputs(traced, traced.out, traced.release(traced.out), primals)
     traced.finish(out, traced.aux, traced.outputs)
     return (out, vjp_fn, traced.aux) if has_aux else (out, vjp_fn)
+
+
+def _returned_inputs(traced, raw, out, primals):
+    """``out`` (``raw`` released: a reverse-mode transform's primal outputs, or its aux) with
+    each tensor that is an input as the function got it, that input: PyTorch's vjp (and
+    grad's, jacrev's aux) gives back the caller's tensor itself, nested in reverse-mode
+    transforms too (not inside vmap or a forward-mode function, where ember's is unwrapped
+    anew)."""
+    own = traced.leaves
+    if traced.levels or FORWARD_SHOWN and forward_running():
+        return out
+    flat_raw = tree_flatten(raw)[0]
+    if not any(y is x for y in flat_raw for x in own):
+        return out
+    flat, spec = tree_flatten(out)
+    given = tree_flatten(primals)[0]
+    for i, y in enumerate(flat_raw):
+        for x, p in zip(own, given):
+            if y is x:
+                flat[i] = p
+    return tree_unflatten(flat, spec)
 
 
 def _argnums(argnums, nargs):
@@ -602,7 +651,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     out = _not_a_tangent(out, flat_t, traced.outputs)
     if traced.links is not None:    # (NOTE [Zero-tangent terms in func.jvp])
         flat, spec = tree_flatten(out)
-        out = tree_unflatten(link_outputs(traced.links, flat), spec)
+        out = tree_unflatten(link_outputs(traced.links, flat, traced.parent), spec)
     if traced.written:
         from ember.autograd.grad_mode import no_grad
         flat_p = tree_flatten(primals)[0]
@@ -698,11 +747,11 @@ def linearize(func, *primals):
         lin = _Linearized(traced)
         traced.finish(traced.release(traced.out), traced.outputs, lin.pulled)
         return traced, lin
-    drawn = _draws()
+    drawn = draws()
     traced, lin = trace()
     # PyTorch's jvp_fn replays the traced graph, random ops included: where the traced run
     # drew from the default generator (dropout), each call runs ``func`` again, drawing anew
-    redraw = _draws() != drawn
+    redraw = draws() != drawn
     if redraw:
         traced = lin = None     # (each call traces its own)
     folded = []     # (PyTorch folds its constants at the first call, in that call's grad mode)
@@ -717,61 +766,10 @@ def linearize(func, *primals):
             start = next(_node_sequence)
             out = lin_now.push(flat_t, record, release=False)
             if record:
-                _fold_constants(out, traced_now, lin_now, start)
+                fold_constants(out, traced_now, lin_now, start)
             if record and traced_now.links is not None:     # (NOTE [Zero-tangent terms ...])
                 flat, spec = tree_flatten(out)
-                out = tree_unflatten(link_outputs(_folded_links(traced_now), flat), spec)
+                out = tree_unflatten(link_outputs(folded_links(traced_now), flat), spec)
             return out
         return lin_now.push(flat_t, traced_now.connected)
     return out, jvp_fn
-
-
-def _folded_links(traced):
-    """``traced.links`` with each root as a constant of its own, made once: PyTorch's traced
-    graph folds the tensors it reads (a closure's included) into constants that require grad
-    where they did, so that jvp_fn's results reach none of the caller's."""
-    folded = getattr(traced, "folded_links", None)
-    if folded is None:
-        consts = {}
-        for roots in traced.links:
-            for r in roots or ():
-                if id(r) not in consts:
-                    consts[id(r)] = r.detach()._set_requires_grad()
-        folded = traced.folded_links = [tuple([consts[id(r)] for r in roots]) if roots
-                                        else roots for roots in traced.links]
-    return folded
-
-
-def _fold_constants(out, traced, lin, start):
-    """``out`` (jvp_fn's results) with the edges that the nodes its push made lead into the
-    traced run's graph or the linear map's cut: PyTorch folds what jvp_fn computes from the
-    primals into constants, so that a backward through its results reaches the tangents alone
-    and frees nothing that the next call needs."""
-    from ember.autograd.engine import _discover
-    internal = getattr(lin, "internal", None)
-    if internal is None:
-        roots = [(y.grad_fn, 0) for y in list(traced.outputs) + list(lin.pulled)
-                 if isinstance(y, Tensor) and y.grad_fn is not None]
-        internal = lin.internal = _discover(roots)[1] if roots else set()
-    stack = [y.grad_fn for y in tree_flatten(out)[0]
-             if isinstance(y, Tensor) and y.grad_fn is not None]
-    seen = set()
-    while stack:
-        node = stack.pop()
-        if node in seen or node in internal or node._seq < start:
-            continue            # (older nodes: the tangents' own history)
-        seen.add(node)
-        edges = node._edges
-        if any(nxt in internal for nxt, _ in edges):
-            node._edges = tuple((None, 0) if nxt in internal else (nxt, nr)
-                                for nxt, nr in edges)
-        stack.extend(nxt for nxt, _ in edges if nxt is not None)
-
-
-def _draws():
-    """Where the default generators' streams stand (each draw moves them): the CPU one's, and
-    each GPU's (whose kernels' draws move its offset)."""
-    from ember._random import default_generator
-    from ember.cuda.random import _GENERATORS
-    return [(g._offset, g._rng.bit_generator.state["state"]["state"])
-            for g in (default_generator, *_GENERATORS.values())]

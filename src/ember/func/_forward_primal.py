@@ -56,8 +56,8 @@ from ember.overrides import _disabled_torch_function_impl
 __all__ = ["DualPrimal", "DualViewPrimal", "ForwardPrimal", "PrimalBackward",
            "TransformLeaf", "ViewBackward0",
            "forward_running", "leaf_for", "own_pass", "primal_for", "collect_dead", "cut",
-           "note_dead", "own_running", "refuse_backward", "release", "show", "showing",
-           "tracks_grad"]
+           "note_dead", "outer_terms", "own_running", "refuse_backward", "release", "show",
+           "showing", "tracks_grad"]
 
 
 class PrimalBackward(Node):
@@ -431,6 +431,15 @@ def forward_running():
     """Whether a forward-mode transform's function runs in this thread (PyTorch's
     ``linearize`` refuses to nest in one)."""
     return any(isinstance(frame, list) for frame in _FRAMES.stack)
+
+
+def outer_terms():
+    """The notes of the innermost forward-mode transform running a function in this thread
+    (NOTE [Zero-tangent terms in func.jvp]), or None."""
+    for frame in reversed(_FRAMES.stack):
+        if isinstance(frame, list):
+            return frame.terms if type(frame) is not list else None
+    return None
 
 
 def linearize_running():

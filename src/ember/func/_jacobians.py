@@ -137,7 +137,7 @@ def _jacfwd(func, argnums, has_aux, randomness, real_only):
             return tuple(tree_flatten(lin.push(list(tangents), traced.connected))[0])
         pushed = vmap(push, randomness=randomness)(*cols)
         if traced.links is not None:    # (NOTE [Zero-tangent terms in func.jvp])
-            pushed = link_outputs(traced.links, pushed)
+            pushed = link_outputs(traced.links, pushed, traced.parent)
         if traced.no_grad_results:
             settle(traced.no_grad_results)
         jac = []

@@ -28,6 +28,7 @@ from ember._tensor import Tensor, _make
 from ember._transform_state import STATE as _TRANSFORMS
 from ember.autograd.graph import _sequence
 from ember.func._batched import BatchedTensor, wrap
+from ember.func._forward_primal import show
 from ember.autograd._forward_zero_terms import (_READS, _cached, _extra_positions, _linked,
                                                 _signature, _stand_in_reads)
 
@@ -41,13 +42,29 @@ class Terms:
     roots, links, reached)`` (``links``: None where it carries no tangent; ``reached``: the
     roots its tangent's own graph reaches, which need no link)."""
 
-    __slots__ = ("seen", "nodes", "numbers", "start", "roots", "paused")
+    __slots__ = ("seen", "nodes", "numbers", "start", "roots", "paused", "parent", "outside")
 
-    def __init__(self, shown, leaves, outside, numbers=True):
+    def __init__(self, shown, leaves, outside, numbers=True, parent=None, physical=(),
+                 reaches=None):
         """``shown``: the function's inputs; ``leaves``: the transform's leaves for them;
         ``outside``: per input, whether it requires grad outside the transform; ``numbers``:
         whether a Python number's term counts (not in ``linearize``'s traced graph, whose
-        tangent of ``x * 2.0`` PyTorch folds to read no primal)."""
+        tangent of ``x * 2.0`` PyTorch folds to read no primal); ``parent``: the notes of the
+        forward-mode transform this one nests in (``physical``: its tensors for the inputs),
+        which note this one's calls too, whose roots are this one's (NOTE above);
+        ``reaches``: for one nested in reverse-mode transforms only, whether a tensor's graph
+        reaches a tensor requiring grad outside them all (only those are roots)."""
+        self.parent = parent
+        self.outside = reaches
+        if reaches is not None:
+            outside = [reaches(p) for p in physical]
+        if parent is not None:      # (the inputs are the outer one's tensors too)
+            outside = []
+            for s, leaf, p in zip(shown, leaves, physical):
+                got = parent._of(p)
+                parent.seen[id(s)] = (s,) + got[1:]
+                parent.seen[id(leaf)] = (leaf,) + got[1:]
+                outside.append(bool(got[1]))
         self.seen = {}
         self.nodes = {}         # (id(node), output nr) -> (node, roots, links, reached): a
         # tensor standing for a result (a saved output unpacked) is another object of it
@@ -78,14 +95,23 @@ class Terms:
         return x, self._root(x) if node._seq < self.start else _EMPTY, None, _EMPTY
 
     def _root(self, x):
-        """``{id(x)}``, holding ``x``."""
+        """``{id(x)}``, holding ``x`` (none where the outer transform's notes give it none: it
+        requires grad for that transform only)."""
+        if self.parent is not None and not self.parent._of(x)[1] or \
+                self.outside is not None and not self.outside(x):
+            return _EMPTY
         self.roots[id(x)] = x
         return frozenset((id(x),))
 
     def record(self, op, flat, lengths, params, outputs):
-        """Note a recorded call of ``op`` (NOTE above)."""
+        """Note a recorded call of ``op`` (NOTE above), in the outer transforms' notes too."""
         if self.paused:
             return
+        parent = self.parent
+        if parent is not None:
+            if parent.paused:
+                return      # (the outer one's run on stand-ins)
+            parent.record(op, flat, lengths, params, outputs)
         dual, req, got = [], [], {}
         roots = links = reached = _EMPTY
         for i, x in enumerate(flat):
@@ -140,6 +166,22 @@ class Terms:
         self.paused = True      # (a late call, a leaked tensor's: nothing to note it in)
         return found
 
+    def note_link(self, tangent, linked, roots):
+        """``linked``: a nested transform's ``tangent`` linked to its ``roots``; in PyTorch
+        its zero terms read those primals, which carry this transform's tangent: so its
+        tangent here is linked to their roots too."""
+        found = _EMPTY
+        for r in roots:
+            found = found | self._of(r)[1]
+        if not found:
+            return
+        _, had, links, reached = self._of(tangent)
+        entry = (had | found, links | found if links else found, reached)
+        self.seen[id(linked)] = (linked,) + entry
+        node = linked._grad_fn
+        if node is not None:
+            self.nodes[id(node), linked._output_nr] = (node,) + entry
+
     def _read(self, op, flat, lengths, params, dual, req):
         """The positions of the operands requiring grad outside that the zero-tangent terms of
         the operands without a tangent read, and those the terms of the others read."""
@@ -176,15 +218,19 @@ def _both_reads(op, flat, lengths, params, dual, extra, req):
         _TRANSFORMS.made = made
 
 
-def link_outputs(links, tangents):
+def link_outputs(links, tangents, parent=None):
     """``tangents`` (flat, one per output), each linked to the roots of ``links``
-    (``Terms.close``'s) at its place (NOTE above)."""
-    return [_link(t, roots) if roots and isinstance(t, Tensor) else t
+    (``Terms.close``'s) at its place (NOTE above); ``parent``: the notes of the transform
+    this one nests in, which note the links."""
+    return [_link(t, roots, parent) if roots and isinstance(t, Tensor) else t
             for t, roots in zip(tangents, links)]
 
 
-def _link(tangent, roots):
+def _link(tangent, roots, parent):
     """``_linked``, at the physical value of a tangent that vmap batches."""
     if type(tangent) is BatchedTensor:
-        return wrap(_link(tangent._value, roots), tangent._level)
-    return _linked(tangent, roots)
+        return wrap(_link(tangent._value, roots, parent), tangent._level)
+    out = _linked(tangent, roots)
+    if parent is not None and not parent.paused:
+        parent.note_link(tangent, out, roots)
+    return show(out)    # (in a forward-mode function, its result: NOTE [Forward-mode primals])
