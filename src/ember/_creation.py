@@ -17,7 +17,8 @@ from ember._transform_state import STATE as _TRANSFORMS
 from ember._transform_state import note_made
 from ember._warn import warn_once
 from ember._creation_layout import check_layout, no_sparse_fill, no_sparse_like, sparse_zeros
-from ember._memory_format import laid_like, lay_out, memory_order, preserve_format, row_major
+from ember._memory_format import (_order_strides, laid_like, lay_out, memory_order,
+                                  preserve_format, preserved_strides, row_major)
 from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_for, xp_of
 from ember.backend.meta import MetaArray, meta_like
 from ember._sizes import _is_int, _size, _size_args
@@ -504,6 +505,8 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
 def in_format(t, memory_format, like=None):
     """``t``, a tensor just made, laid out in ``memory_format`` (by default, or with
     ``preserve_format``, the format of ``like`` when given: the ``*_like`` factories')."""
+    if type(t._data) is MetaArray:
+        return _meta_in_format(t, memory_format, like)
     if memory_format is None or memory_format is preserve_format:
         if like is not None:
             if not row_major(like._data):           # (the common case: as t was made)
@@ -512,6 +515,20 @@ def in_format(t, memory_format, like=None):
     order = memory_order(memory_format, t.ndim)
     if order is not None:
         t._data = lay_out(xp_of(t._data), t._data, order)
+    return t
+
+
+def _meta_in_format(t, memory_format, like):
+    """``in_format`` for a meta tensor: its strides alone (it has no memory to lay out)."""
+    a = t._data
+    if memory_format is None or memory_format is preserve_format:
+        strides = None if like is None or row_major(like._data) else \
+            preserved_strides(like._data, a.itemsize)
+    else:
+        order = memory_order(memory_format, t.ndim)
+        strides = None if order is None else _order_strides(a.shape, order, a.itemsize)
+    if strides is not None and tuple(strides) != a.strides:
+        t._data = MetaArray(a.shape, a.dtype, (tuple(strides), 0))
     return t
 
 

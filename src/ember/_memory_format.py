@@ -137,6 +137,15 @@ def laid_like(xp, array, like, dtype=None, copy=False):
     return out if out.strides == strides else _strided_copy(xp, out, strides)
 
 
+def preserved_strides(like, itemsize):
+    """The byte strides (``itemsize`` bytes an element) ``laid_like`` gives a copy of ``like``,
+    read off without laying anything out (a meta tensor has no memory); None for row-major."""
+    if (not like.size or 1 in like.shape) and _keeps_strides(like):
+        return tuple(s // like.itemsize * itemsize for s in like.strides)
+    order = preserving_order(like)
+    return None if order is None else _order_strides(like.shape, order, itemsize)
+
+
 def _keeps_strides(array):
     """Whether a ``preserve_format`` copy of ``array`` takes its strides as they are."""
     return min(array.strides, default=0) >= 0 and (array.size == 0 or dense(array))

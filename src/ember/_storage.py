@@ -274,15 +274,47 @@ def set_(self, *args, **kwargs):
         array, root = xp_of(self._data).zeros(0, dtype), None
     if _BIRTHS.levels:      # NOTE [Captured tensors]
         refuse_captured(self, _set_overload(args, kwargs, size))
+    old_root, old_base, old_memory = _storage_root(self), self._base, memory(self)
     set_memory(self, array)         # (a conjugate view keeps conjugating: as PyTorch's)
+    if self._view is not None or self._meta is not None and "set_base" in self._meta:
+        # PyTorch's tensor stays a view of its base (``_base``), over the new memory
+        self._meta = {**(self._meta or {}), "set_base": old_base}
     self._view = None
+    if old_memory.size:             # its views made so far keep the memory they view
+        _keep_former_root(self, old_memory if old_root is self else old_root._data,
+                          None if old_root is self else old_root)
     if root is not None and root is not self:
         import weakref
-        self._meta = {**(self._meta or {}), "storage_root": weakref.ref(root)}
+        # (and its memory: the root may go, as a temporary source's base does)
+        self._meta = {**(self._meta or {}), "storage_root": weakref.ref(root),
+                      "storage_array": root._data}
+    elif root is self and old_root is self and array is not old_memory:
+        # a part of its own memory (``b.set_(b[2:])``): that memory stays its storage
+        self._meta = {**(self._meta or {}), "storage_root": _no_tensor,
+                      "storage_array": old_memory}
     elif self._meta is not None:
         self._meta.pop("storage_root", None)
+        self._meta.pop("storage_array", None)
     self._bump_version()
+    if STATE.grad_enabled and (self._grad_fn is not None or isinstance(source, Tensor)
+                               and source.requires_grad):
+        from ember.ops._not_implemented import hang_not_implemented   # (PyTorch's set_ has
+        hang_not_implemented(self, "set_", [self, source])              # no derivative)
     return self
+
+
+def _no_tensor():
+    return None                         # (a storage root no tensor holds: _storage_root)
+
+
+def _keep_former_root(t, array, root):
+    """Note on ``t``, about to use other memory, the memory ``array`` it used (``root``'s, or
+    its own when None) for ``_storage_root`` of its views made so far. Weakly: held by those
+    views alone, it goes with them; the notes of gone memory are dropped here."""
+    import weakref
+    former = [f for f in (t._meta or {}).get("former_roots", ()) if f[0]() is not None]
+    former.append((weakref.ref(array), None if root is None else weakref.ref(root)))
+    t._meta = {**(t._meta or {}), "former_roots": tuple(former)}
 
 
 def _set_overload(args, kwargs, size):

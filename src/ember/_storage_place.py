@@ -14,15 +14,40 @@ def _storage_root(t):
     """The tensor whose memory ``t`` lies in: the base ``t`` views, the tensor it was detached
     from (its root), or ``t`` itself."""
     if t._view is not None:
-        t = t._view[0]
+        view, t = t, t._view[0]
+        meta = t._meta
+        if meta is not None and "former_roots" in meta:     # the base was set_ elsewhere
+            return _former_root(view, _storage_root(t), meta["former_roots"])
     meta = t._meta
     if meta is not None and "storage_root" in meta:
         root = meta["storage_root"]()
         if root is not None:
+            former = root._meta
+            if former is not None and "former_roots" in former:    # set_ elsewhere since
+                return _former_root(t, _storage_root(root), former["former_roots"])
             return root
         if "storage_array" in meta:         # the root is gone, not its memory: stand in
             return _stand_in_root(meta)
     return t
+
+
+def _former_root(view, root, former):
+    """The root of ``view``'s memory when its base was pointed at other memory (``set_``)
+    after some views were made: those keep the memory they view, as PyTorch's do; the base's
+    present root, or the root it had when the view was made."""
+    address = _address(view._data)
+    for array_ref, root_ref in (None, None), *reversed(former):
+        array = root._data if array_ref is None else array_ref()
+        start = -1 if array is None else _address(array)
+        if start <= address < start + max(array.nbytes, 1):
+            if array_ref is None:
+                return root
+            was = None if root_ref is None else root_ref()
+            if was is None or was._data is not array:
+                from ember._tensor import _make
+                was = _make(array)      # (the memory, when no tensor owns it now)
+            return was
+    return root
 
 
 def _stand_in_root(meta):
@@ -54,7 +79,7 @@ def _address(array):
     if type(array) is np.ndarray:
         return array.__array_interface__["data"][0]
     if type(array) is MetaArray:
-        return 0
+        return array.offset             # (a view's place; PyTorch's meta memory is at 0)
     return array.data.ptr
 
 

@@ -278,11 +278,12 @@ class Tensor:
         return -1 if dev.type != "cuda" else dev.index
 
     def _is_view(self):
-        return self._view is not None
+        return self._base is not None   # (a view set_ elsewhere stays one, as PyTorch's)
 
     @property
     def _base(self):
-        return None if self._view is None else self._view[0]
+        view, meta = self._view, self._meta     # (a view set_ elsewhere keeps its base)
+        return view[0] if view is not None else meta.get("set_base") if meta else None
 
     @property
     def _version(self):
@@ -539,7 +540,7 @@ class Tensor:
     def requires_grad(self, flag):
         if type(flag) is not bool:
             raise RuntimeError("requires_grad must be a bool")
-        if self._grad_fn is not None or (self._view is not None and not _raw_is_leaf(self)):
+        if self._grad_fn is not None or (self._view is not None and not _raw_is_leaf(self, True)):
             # (``requires_grad_(True)`` on a non-leaf is a no-op; the attribute refuses it)
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables." if flag else
@@ -571,7 +572,7 @@ class Tensor:
         if requires_grad and self.dtype.category < _dtype.FLOATING:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if requires_grad and (self._grad_fn is not None or (
-                self._view is not None and not _raw_is_leaf(self))):
+                self._view is not None and not _raw_is_leaf(self, True))):
             return self                             # (True on a non-leaf: a no-op)
         if requires_grad and self._meta is not None and "no_grad_view" in self._meta:
             self._meta["own_leaf"] = True   # (its gradient, dropped until now, accumulates)
@@ -733,8 +734,11 @@ def _grad_enabled():
     return is_grad_enabled()
 
 
-def _raw_is_leaf(t):
-    """``t.is_leaf`` without offering a subclass's ``__torch_function__`` the property."""
+def _raw_is_leaf(t, flag=False):
+    """``t.is_leaf`` without offering a subclass's ``__torch_function__`` the property; with
+    ``flag``, as requires_grad_ reads it (a no_grad view's node is not rebuilt, as PyTorch's)."""
+    if flag and t._grad_fn is None and "no_grad_view" in (t._meta or ()):
+        return True
     return t._grad_fn is None if t._view is None else Tensor.grad_fn.fget(t) is None
 
 

@@ -12,12 +12,12 @@ import ember.autograd.graph as graph
 def copies(monkeypatch):
     """The number of gradient arrays accumulate copied."""
     made = []
-    real = graph._layout_copy
+    real = graph.layout_copy
 
     def counting(g, v):
         made.append(g)
         return real(g, v)
-    monkeypatch.setattr(graph, "_layout_copy", counting)
+    monkeypatch.setattr(graph, "layout_copy", counting)
     return made
 
 

@@ -25,12 +25,12 @@ def _grid():
 def copies(monkeypatch):
     """The shapes of the gradients AccumulateGrad copies (instead of taking them over)."""
     shapes = []
-    copy = graph._layout_copy
+    copy = graph.layout_copy
 
     def counted(g, v):
         shapes.append(g.shape)
         return copy(g, v)
-    monkeypatch.setattr(graph, "_layout_copy", counted)
+    monkeypatch.setattr(graph, "layout_copy", counted)
     return shapes
 
 

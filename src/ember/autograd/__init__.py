@@ -132,6 +132,12 @@ def _make_grads(outputs, grads):
     return result
 
 
+def _too_few_grads(outputs, grads):
+    """PyTorch's error for fewer gradients than outputs (after checking those given)."""
+    _make_grads(outputs, grads)
+    raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+
+
 def _own_pass():
     """Whether ember's own pass runs (a transform's vjp of its function's outputs, which a
     forward-mode function it is nested in has re-classed as its results)."""
@@ -161,8 +167,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         from ember.func._forward_primal import refuse_backward
         _REFUSE_BACKWARD.append(refuse_backward)
     _REFUSE_BACKWARD[0]()   # (a transform runs a function: NOTE [Forward-mode primals])
-    if grad_tensors is None:
+    if grad_variables is not None:
+        import warnings
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
+                      FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments "
+                               "both passed to `backward()`. Please only use `grad_tensors`.")
         grad_tensors = grad_variables
+    if inputs is not None and not isinstance(inputs, (_Tensor, GradientEdge)) \
+            and len(inputs) == 0:
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     if not (type(tensors) is _Tensor and inputs is None and (      # (the common call)
             grad_tensors is None or type(grad_tensors) is _Tensor)) \
             and _nested_involved(tensors, grad_tensors, inputs):     # (by their components)
@@ -170,6 +185,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         return _strided_grad.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     outputs = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors)
+    if grad_tensors is not None and len(grads) < len(outputs):
+        _too_few_grads(outputs, grads)
     grads = list(grads) + [None] * (len(outputs) - len(grads))
     if retain_graph is None:
         retain_graph = create_graph
@@ -222,8 +239,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         unused = []         # (vmap takes tensors only: unused inputs' None is put back after)
 
         def used_grads(*v):
-            found = grad(outputs, inputs, v, retain_graph=True, create_graph=create_graph,
-                         allow_unused=allow_unused, materialize_grads=materialize_grads)
+            found = grad(outputs, inputs, v, retain_graph=retain_graph,
+                         create_graph=create_graph, allow_unused=allow_unused,
+                         materialize_grads=materialize_grads)
             unused[:] = [g is None for g in found]
             return tuple(g for g in found if g is not None)
         batched = iter(vmap(used_grads)(*vectors))
@@ -242,6 +260,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
     grads = list(_as_tuple(grad_outputs))
+    if grad_outputs is not None and len(grads) < len(outputs):
+        _too_few_grads(outputs, grads)
     grads = grads + [None] * (len(outputs) - len(grads))
     if retain_graph is None:
         retain_graph = create_graph
@@ -259,9 +279,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     result = []
     for index, (t, g) in enumerate(zip(inputs, found)):
         if g is None:
-            if materialize_grads and not isinstance(t, GradientEdge):
+            if materialize_grads:
+                if isinstance(t, GradientEdge):
+                    raise RuntimeError("materialize_grads cannot be used when the given input "
+                                       "is a GradientEdge")
                 from ember._creation import zeros_like
-                g = zeros_like(t)
+                g = zeros_like(t, requires_grad=bool(create_graph))
             elif not allow_unused:
                 raise RuntimeError(f"The differentiated Tensor at index {index} appears to not "
                                    f"have been used in the graph. Set allow_unused=True if this "

@@ -167,7 +167,8 @@ class SlotPacked:
         prev = _GRAD.grad_enabled
         _GRAD.grad_enabled = False      # pack hooks run without recording, as in PyTorch
         try:
-            packed = pack_hook(tensor.detach())     # PyTorch hands the data, without history
+            from ember.autograd.saved_hooks import _unmodified_by
+            packed = _unmodified_by(pack_hook)(tensor.detach())     # (the data, no history)
         finally:
             _GRAD.grad_enabled = prev
         entries[i] = ("hooked", packed, unpack_hook, edge)

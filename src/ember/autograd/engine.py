@@ -14,6 +14,7 @@ import warnings
 from ember.autograd import anomaly
 from ember.autograd.graph import _FIRST, AccumulateGrad, accumulate
 from ember.autograd.graph import OpNode, post_accumulate_hooks
+from ember.autograd._reshaped_outputs import check_reshaped, conform_reshaped
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.grad_mode import restore_grad_mode, swap_grad_mode
 from ember._memory_format import contiguous_format as _ROW_MAJOR
@@ -114,8 +115,13 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
         while ready:
             node = _pop(ready)[2]
             buf = buffers.pop(node, None) or [None] * node.n_outputs
-            grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
-                                 accumulate_into_grad) or ()
+            try:
+                grads_in = _run_node(node, buf, retain_graph, run_set, target_index, captured,
+                                     accumulate_into_grad) or ()
+            except Exception:           # (its hooks' errors too, as PyTorch's engine)
+                if _ANOMALY[0]:
+                    _warn_failed(node)
+                raise
             if node._late_edges:            # a RoutedOpNode
                 late, pairs = _routed_pairs(node, grads_in)
             else:                   # (read after its hooks ran, which may route it)
@@ -130,8 +136,14 @@ def run_backward(roots, root_grads, retain_graph, create_graph, targets=None,
                     if buf is None:
                         buf = buffers[nxt] = [None] * nxt.n_outputs
                         buf[nr] = g
+                    elif buf[nr] is None:
+                        buf[nr] = g
                     else:
-                        buf[nr] = g if buf[nr] is None else buf[nr] + g
+                        try:
+                            buf[nr] = buf[nr] + g
+                        except RuntimeError:    # (shapes apart: a node's output reshaped)
+                            check_reshaped(nxt, nr, buf[nr], g)
+                            raise
                 try:
                     left = deps[nxt] - 1
                 except KeyError:
@@ -260,61 +272,98 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
                 return _run_node(node, buf, retain_graph, run_set, target_index, captured,
                                  accumulate_into_grad)
     hooks = node._tensor_pre_hooks
-    if hooks:
+    if hooks:       # (hooks, retained and captured gradients see the shapes recorded for a
+        buf = conform_reshaped(node, buf)   # node's outputs: see _reshaped_outputs)
         for nr, fns in hooks.items():
             if buf[nr] is not None:
                 for fn in list(fns.values()):
                     buf[nr] = _hooked(fn, buf[nr])
     if node._retains:
+        buf = conform_reshaped(node, buf)
         for nr, ref in node._retains.items():
             t = ref()
             if t is not None and buf[nr] is not None:
                 g = buf[nr]             # (PyTorch keeps a row-major copy of the first)
                 t._grad = (g if _GRAD.grad_enabled else g.detach()).clone(
                     memory_format=_ROW_MAJOR) if t._grad is None else t._grad + g
-    if node._pre_hooks:
-        slots = _differentiable_outputs(node)
-        for fn in list(node._pre_hooks.values()):
-            seen = buf if slots is None else [buf[nr] for nr in slots]
-            out = fn(tuple(seen))
-            if out is not None:
-                seen = _hook_values(fn, out, seen)
-                if slots is None:
-                    buf = seen
-                else:
-                    for nr, g in zip(slots, seen):
-                        buf[nr] = g
-
-    if type(node) is AccumulateGrad:        # (object(): see _held_only_here)
-        return _run_leaf(node, buf[0], object(), target_index, captured, accumulate_into_grad)
-
-    if target_index is not None:
+    if target_index is not None and type(node) is not AccumulateGrad:
+        # (captured before the node's own pre-hooks run, as PyTorch captures it)
+        buf = conform_reshaped(node, buf)
         for nr in range(node.n_outputs):
             for i in target_index.get((node, nr), ()):
                 _capture(i, buf[nr], captured, accumulate_into_grad)
         if not any(nxt in run_set for nxt, _ in node._edges) \
                 and not any([_joins(nxt, run_set) for nxt, _ in node._edges]):
-            return None             # a target that leads to no other target
+            # a target that leads to no other target: backward(inputs=) runs it (hooks see
+            # no gradient leave it) and frees it, as PyTorch does; autograd.grad does not
+            if type(accumulate_into_grad) is list:
+                _run_frontier(node, buf, retain_graph)
+            return None
+    if type(node) is AccumulateGrad:        # (object(): see _held_only_here)
+        return _run_leaf(node, buf[0], object(), target_index, captured, accumulate_into_grad)
+    if node._pre_hooks:
+        buf = _run_pre_hooks(node, conform_reshaped(node, buf))
 
     for g in buf:
         if g is not None:
             break
     else:
         return None                     # no gradient flowed into this node
-    try:
-        grads_in = node.apply(buf)
-        if _ANOMALY[0] and anomaly.CHECK_NAN[0]:
-            _check_nan(node, grads_in)
-    except Exception:                   # a NaN found counts as this node's error too
-        if node._trace is not None:
-            warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
-                          f"caused the error:\n{node._trace}", UserWarning, stacklevel=3)
-        raise
+    grads_in = node.apply(buf)      # (its errors, a NaN found too: see _warn_failed)
+    if _ANOMALY[0] and anomaly.CHECK_NAN[0]:
+        _check_nan(node, grads_in)
     if node._post_hooks and type(grads_in) is not RawEdgeGrads:  # (else registered since)
         grads_in = _run_post_hooks(node, grads_in, buf)
     if not retain_graph:
         node._release()
     return grads_in
+
+
+def _run_pre_hooks(node, buf):
+    """``buf`` after the node's hooks ``fn(grad_outputs)``."""
+    slots = _differentiable_outputs(node)
+    for fn in list(node._pre_hooks.values()):
+        seen = buf if slots is None else [buf[nr] for nr in slots]
+        out = fn(tuple(seen))
+        if out is not None:
+            seen = _hook_values(fn, out, seen)
+            if slots is None:
+                buf = seen
+            else:
+                for nr, g in zip(slots, seen):
+                    buf[nr] = g
+    return buf
+
+
+def _run_frontier(node, buf, retain_graph):
+    """Run a node none of whose input gradients is wanted: its hooks, then free it. A custom
+    Function's backward is called (PyTorch calls it; what it returns goes nowhere); a
+    registered op's computes nothing (its hooks see None gradients, as PyTorch's)."""
+    if node._pre_hooks:
+        buf = _run_pre_hooks(node, buf)
+    if any(g is not None for g in buf):
+        grads_in = (None,) * len(node._edges)
+        if not isinstance(node, (OpNode, AccumulateGrad)):
+            from ember.autograd.function import BackwardFunction
+            if isinstance(node, BackwardFunction):
+                grads_in = node.apply(buf)
+                if _ANOMALY[0] and anomaly.CHECK_NAN[0]:
+                    _check_nan(node, grads_in)
+        if node._post_hooks:
+            _run_post_hooks(node, grads_in, buf)
+        if not retain_graph:
+            node._release()
+
+
+def _warn_failed(node):
+    """PyTorch's anomaly-mode warning of the node whose backward (or hook) failed."""
+    if node._trace is not None:
+        warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
+                      f"caused the error:\n{node._trace}", UserWarning, stacklevel=3)
+    else:
+        warnings.warn(f"Error detected in {node.name()}. No forward pass information "
+                      f"available. Enable detect anomaly during forward pass for more "
+                      f"information.", UserWarning, stacklevel=3)
 
 
 def _run_post_hooks(node, grads_in, buf):
@@ -407,7 +456,14 @@ def _mixed():
 
 
 def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
+    # the node's own pre-hooks run after the leaf's hooks, and not for autograd.grad, which
+    # captures the gradient before them (PyTorch runs no accumulator there)
+    pre = node._pre_hooks
+    if pre and target_index is not None and type(accumulate_into_grad) is not list:
+        pre = None
     if grad is None:
+        if pre:
+            _run_pre_hooks(node, [None])
         return []
     var = node._variable()
     meta = None if var is None else var._meta
@@ -421,9 +477,15 @@ def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
     if hooks:
         for fn in list(hooks.values()):
             grad = _hooked(fn, grad)
+    if pre:
+        grad = _run_pre_hooks(node, [grad])[0]
+        if grad is None:
+            return []
     if target_index is not None:
         for i in target_index.get((node, 0), ()):
             _capture(i, grad, captured, accumulate_into_grad)
+        if node._post_hooks and type(accumulate_into_grad) is list:
+            _run_post_hooks(node, [], [grad])       # (backward(inputs=) runs the accumulator)
         return []
     if var is None:                     # the leaf is gone: nobody can read its gradient
         return []
@@ -433,7 +495,7 @@ def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
         _warn_grad_cycle()
     # (a hook's result may be held elsewhere while the buffer holds the tensor it replaced;
     # counted before the call, whose arguments would hold grad too)
-    sole = not hooks and not node._post_hooks and _held_only_here(grad, probe)
+    sole = not hooks and not pre and not node._post_hooks and _held_only_here(grad, probe)
     if other_threads():     # backwards in other threads may share the leaf (as PyTorch's)
         _LOCK()
         try:

@@ -213,18 +213,18 @@ def unpack_dual(tensor, *, level=None):
     if not isinstance(tensor, Tensor):
         raise TypeError(f"_unpack_dual(): argument 'dual' (position 1) must be Tensor, not "
                         f"{type(tensor).__name__}")
-    if level is None and STATE.level is None:
-        return UnpackedDualTensor(tensor, None)
+    if level is None and STATE.level is None or level is not None and level < 0:
+        return UnpackedDualTensor(tensor, None)     # (no level: PyTorch's is -1)
     refuse_batched("_unpack_dual", tensor)
-    _check_level(level, "_fw_primal")
     levels = _batch_levels(tensor)
+    if not levels and type(tensor) is not _DualTensor:
+        return UnpackedDualTensor(tensor, None)     # (PyTorch checks the level of duals only)
+    _check_level(level, "_fw_primal")
     if levels:      # (see make_dual): unpacked per physical, each part batched again
         from ember.func._batched import materialize, rewrap
         primal, tangent = unpack_dual(materialize(tensor, levels), level=level)
         return UnpackedDualTensor(rewrap(primal, levels),
                                   None if tangent is None else rewrap(tangent, levels))
-    if type(tensor) is not _DualTensor:
-        return UnpackedDualTensor(tensor, None)
     return UnpackedDualTensor(_primal(tensor), tensor._fw_tangent)
 
 

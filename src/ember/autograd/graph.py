@@ -21,6 +21,7 @@ from ember._shape import _shape
 from ember._tensor import Tensor, _make, _Version
 from ember.backend import device_of, loud_fp, quiet_fp, xp_for
 from ember.autograd._detached import DETACHED_IN_PLACE, check_detached
+from ember.autograd._grad_layout import dense_leaf, empty_grad_like, layout_copy, owned_in_layout
 from ember.autograd import anomaly
 from ember.autograd.grad_mode import STATE as _GRAD
 
@@ -664,87 +665,41 @@ def accumulate(var, grad, sole=False):
     plain = type(grad) is Tensor        # not a sparse gradient (Embedding(sparse=True)'s)
     if var._grad is None:
         if type(grad) is ConjView and grad._grad_fn is None and sole \
-                and _owned_in_layout(memory(grad), memory(var), _GRAD.grad_layout, False):
+                and owned_in_layout(memory(grad), memory(var), _GRAD.grad_layout, False):
             var._grad = stand_in(grad)  # (PyTorch takes it over, its conjugate bit too)
         elif plain and grad._grad_fn is None:
             data = grad._data
             # (building a graph, PyTorch copies it into the leaf's strides, size-1 dims' too)
             if not (sole and grad._view is None and not _GRAD.grad_enabled
-                    and _owned_in_layout(data, var._data, _GRAD.grad_layout)):
-                data = _layout_copy(data, var._data)
+                    and owned_in_layout(data, var._data, _GRAD.grad_layout)):
+                data = layout_copy(data, var._data)
             var._grad = _make(data)
         elif _GRAD.grad_enabled or not plain:
             if grad._grad_fn is None:
                 grad = grad.detach().clone()
-            elif plain and grad._data.strides != var._data.strides and _dense(var._data):
-                grad = _empty_like(var, dtype=grad.dtype).copy_(grad)
+            elif plain and grad._data.strides != var._data.strides and dense_leaf(var._data):
+                grad = empty_grad_like(var, dtype=grad.dtype).copy_(grad)
             elif plain and grad._view is not None:     # as PyTorch: a copy, which
                 grad = grad.clone()                    # zero_grad can detach in place
             var._grad = grad
         else:
-            var._grad = _make(_layout_copy(grad._data, var._data))
+            var._grad = _make(layout_copy(grad._data, var._data))
     elif var._meta and "nested_leaf" in var._meta:     # a strided nested leaf's component
         from ember.nested import NO_STRIDES
         raise RuntimeError(NO_STRIDES)
     elif type(var._grad) is ConjView and not _GRAD.grad_enabled \
             and not var._grad.requires_grad and type(grad) in (Tensor, ConjView):
         var._grad.add_(grad)            # in place, keeping the bit (as PyTorch's)
-    elif _GRAD.grad_enabled or var._grad.requires_grad or not plain \
-            or type(var._grad) is not Tensor:
+    elif _GRAD.grad_enabled or not plain or type(var._grad) is not Tensor:
         # a dense gradient arriving on a sparse one: dense + sparse (sparse + dense refuses)
         var._grad = grad + var._grad if plain and var._grad.is_sparse else var._grad + grad
-    else:
-        var._grad._data += grad._data
+    else:       # (in place, as PyTorch's, into a .grad that requires grad too)
+        data = var._grad._data
+        if 0 in data.strides:           # an expanded .grad is refused, as by PyTorch's +=
+            from ember.ops._overlap import check_internal_overlap
+            check_internal_overlap(data)
+        data += grad._data
         var._grad._bump_version()
-
-
-def _layout_copy(g, v):
-    """A copy of the gradient array ``g`` laid out as PyTorch's gradient layout contract asks:
-    with the strides of the leaf's array ``v`` when ``v`` is dense (a channels-last or
-    transposed leaf gets a gradient like it, to the strides of its size-1 dims), else
-    row-major."""
-    if g.strides == v.strides and g.flags.c_contiguous or not _dense(v):
-        return g.copy()
-    from ember.backend import xp_of
-    xp = xp_of(g)
-    laid = xp.empty_like(v, dtype=g.dtype, order="K")
-    strides = tuple(s // v.itemsize * laid.itemsize for s in v.strides)
-    if laid.strides != strides:         # (order "K" moves size-1 dims' strides)
-        laid = xp.lib.stride_tricks.as_strided(laid, strides=strides)
-    laid[...] = g
-    return laid
-
-
-def _owned_in_layout(g, v, enforce=True, owned=True):
-    """Whether the gradient array ``g`` owns its memory (unless not ``owned``: a conjugate
-    view's), may be written, and already has the layout _layout_copy would give it (or, not
-    ``enforce``-d, any layout)."""
-    flags = g.flags                     # (CuPy's lack some: a missing one is read safely)
-    if not (not owned or g.base is None and getattr(flags, "owndata", False)) \
-            or not getattr(flags, "writeable", True):
-        return False
-    return not enforce or _obeys_layout(g, v)
-
-
-def _obeys_layout(g, v):
-    """PyTorch's gradient layout contract: a dense leaf's strides (at its size-1 dims, any
-    but 0), else row-major."""
-    if g.strides == v.strides and g.flags.c_contiguous:
-        return True                     # (the common case, without _dense's import)
-    if not _dense(v):
-        return g.flags.c_contiguous
-    return all(gs // g.itemsize == vs // v.itemsize if n != 1 else gs != 0
-               for n, gs, vs in zip(g.shape, g.strides, v.strides))
-
-
-def _dense(array):
-    from ember._memory_format import dense
-    return dense(array)
-
-
-def _empty_like(t, dtype):
-    from ember._creation import empty_like
-    return empty_like(t, dtype=dtype)
 
 
 def grad_accumulator(t):
@@ -771,8 +726,9 @@ def history(t):
     """The ``(node, output_nr)`` edge through which gradient reaches ``t``."""
     if t._view is not None:
         if t._grad_fn is None and t._meta is not None and "no_grad_view" in t._meta:
-            if not t._view[0].requires_grad or "own_leaf" in t._meta:   # (made a leaf by
-                return (grad_accumulator(t), 0) if t._requires_grad else (None, 0)  # hand)
+            if not t._view[0].requires_grad or "own_leaf" in t._meta \
+                    and t._vc.value == t._view[6]:      # (made a leaf by hand; else stale)
+                return (grad_accumulator(t), 0) if t._requires_grad else (None, 0)
             if t._vc.value != t._view[6]:    # written since
                 from ember.ops._inplace import REBASED, check_no_grad_view
                 check_no_grad_view(t, REBASED)

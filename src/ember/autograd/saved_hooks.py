@@ -154,6 +154,7 @@ class Packed:
     def __init__(self, hooks, inputs, outputs, kept=(), params=(), template=None,
                  reverse=False, kept_last=0, flipped=()):
         pack, self._unpack = hooks
+        pack = _unmodified_by(pack)
         first = len(kept) - kept_last
         # (the t() views are made recording, so that pack sees their TBackward0 as PyTorch's)
         shown = inputs if not flipped else [t.t() if k in flipped else t
@@ -233,6 +234,21 @@ class Packed:
         """The saved outputs' backend arrays."""
         start = len(self._kept_edges) + len(self._edges)
         return tuple(self._unpacked(v)._data for v in self._values[start:])
+
+
+def _unmodified_by(pack):
+    """``pack``, refusing (as PyTorch does) to let it change its input in place."""
+    def checked(t):
+        version = 0 if t._vc is None else t._vc.value
+        out = pack(t)
+        if (0 if t._vc is None else t._vc.value) != version:
+            raise RuntimeError("A saved tensor pack hook is modifying its input in place. Tensors "
+                               "provided as input to pack hook cannot be modified by in-place "
+                               "operations as this can lead to unexpected side-effects. Please "
+                               "open an issue if you need to perform in-place operations on the "
+                               "input to a pack hook.")
+        return out
+    return checked
 
 
 def _edge_of(t):

@@ -68,8 +68,21 @@ def to_device(array, index, non_blocking=False):
         order = _dense_order(array)
         if order is not None:               # PyTorch keeps a dense permuted layout
             moved = cupy.asarray(array.transpose(order), blocking=not non_blocking)
-            return moved.transpose(np.argsort(order))
-        return cupy.asarray(array, blocking=not non_blocking)
+            return _size1_strides(cupy, moved.transpose(np.argsort(order)), array)
+        return _size1_strides(cupy, cupy.asarray(array, blocking=not non_blocking), array)
+
+
+def _size1_strides(xp, moved, array):
+    """``moved`` (``array``'s values, laid out as it is) with ``array``'s strides on its
+    size-1 dims too, which place no element: PyTorch's copy of a dense tensor keeps its
+    strides exactly (a (1, 1, 3, 3) channels_last tensor's are (9, 1, 3, 1))."""
+    if moved.strides == array.strides or not array.size or 1 not in array.shape \
+            or moved.itemsize != array.itemsize or min(array.strides) < 0:
+        return moved
+    if not (array.flags.c_contiguous or _dense_order(array) is not None):
+        return moved                        # (not dense: PyTorch's copy is row-major)
+    from ember._memory_format import restrided
+    return restrided(xp, moved, array.shape, array.strides)
 
 
 def _dense_order(array):
@@ -89,7 +102,12 @@ def to_host(array, non_blocking=False):
         if _sync_debug.MODE[0]:         # NOTE [Sync debug mode]
             _sync_debug.synchronizing()
         raise_deferred()
-        return array.get()
+        order = _dense_order(array)
+        if order is not None:               # PyTorch keeps a dense permuted layout
+            host = array.transpose(order).get().transpose(np.argsort(order))
+        else:
+            host = array.get()
+        return _size1_strides(np, host, array)
     return array.get(out=_pinned_empty(array.shape, array.dtype), blocking=False)
 
 

@@ -20,15 +20,44 @@ NO_DATA = "Cannot copy out of meta tensor; no data!"
 class MetaArray:
     """The shape and dtype of an array that does not exist (what a meta tensor holds)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "layout", "__weakref__")
 
     base = None                 # owns no memory, views none
-    flags = types.SimpleNamespace(c_contiguous=True, f_contiguous=False, writeable=True,
-                                  owndata=True)     # laid out as a fresh row-major array
+    _ROW_MAJOR_FLAGS = types.SimpleNamespace(c_contiguous=True, f_contiguous=False,
+                                             writeable=True, owndata=True)
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, layout=None):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
+        # (byte strides, byte offset) of a view (ops/_meta.py lays views out as PyTorch's
+        # meta tensors are); None: a fresh row-major array at offset 0
+        self.layout = layout
+
+    @property
+    def flags(self):
+        """NumPy's flags, as a fresh array's, but for a view's c_contiguous."""
+        if self.layout is None:
+            return self._ROW_MAJOR_FLAGS
+        return types.SimpleNamespace(c_contiguous=self._c_contiguous(), f_contiguous=False,
+                                     writeable=True, owndata=False)
+
+    def _c_contiguous(self):
+        """NumPy's c_contiguous: row-major but for the strides of dims of size 1 (and of an
+        empty array), which place no element."""
+        if 0 in self.shape:
+            return True
+        step = self.dtype.itemsize
+        for n, s in zip(reversed(self.shape), reversed(self.layout[0])):
+            if n != 1:
+                if s != step:
+                    return False
+                step *= n
+        return True
+
+    @property
+    def offset(self):
+        """Bytes from the start of the memory this array's base would own."""
+        return 0 if self.layout is None else self.layout[1]
 
     @property
     def ndim(self):
@@ -48,7 +77,10 @@ class MetaArray:
 
     @property
     def strides(self):
-        """Row-major strides in bytes: a meta tensor reports those of a fresh tensor."""
+        """Strides in bytes: a view's, else row-major (those of a fresh tensor)."""
+        return self._row_major() if self.layout is None else self.layout[0]
+
+    def _row_major(self):
         strides, step = [], self.dtype.itemsize
         for n in reversed(self.shape):
             strides.append(step)

@@ -27,12 +27,12 @@ import weakref
 import numpy as np
 
 from ember import _dtype as D
-from ember._conj_view import stand_in, take_memory
+from ember._conj_view import memory, stand_in, take_memory
 from ember._creation import empty_permuted
 from ember._inference import ACTIVE as INFERENCE_ACTIVE, MADE as INFERENCE_MADE, check_inplace
 from ember._transform_births import STATE as BIRTHS, check_captured
 from ember._memory_format import contiguous_format
-from ember._storage_place import _address
+from ember._storage_place import _address, _storage_root
 from ember._tensor import Tensor, _make, _view_tracks
 from ember.autograd._forward_traces import FORWARD_OPEN, FORWARD_SHOWN, TRACES as FORWARD_TRACES
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -122,7 +122,7 @@ def call_inplace(op, inputs, params, entry=None):
             raise RuntimeError(NO_SIZES)
         recipe = view_recipe(self)
     dst = self._data
-    if 0 in dst.strides:
+    if 0 in dst.strides and not (op.name == "copy_" and _same_data(self, flat[1])):
         _check_overlap(op, dst, params, flat[1:])
     op.overlap_check(self, flat[1:])
     token = quiet_fp()
@@ -225,6 +225,15 @@ def _check_overlap(op, dst, params, operands=()):
                       f"tensor before performing this operation. This also applies to "
                       f"advanced indexing e.g. {_DEPRECATED_ON_EXPANDED[name]}", UserWarning,
                       stacklevel=4)
+
+
+def _same_data(dst, src):
+    """Whether ``src`` is ``dst``'s very elements, laid out alike: PyTorch's copy_ then writes
+    nothing, so even an expanded tensor may be copied onto itself."""
+    a, b = dst._data, src._data if isinstance(src, Tensor) else None
+    return b is not None and (a is b or a.dtype == b.dtype and a.shape == b.shape
+                              and a.strides == b.strides and _address(a) == _address(b)) \
+        and dst.is_conj() == src.is_conj() and dst.is_neg() == src.is_neg()
 
 
 def _writes_through_masked_fill(dst, params, operands):
@@ -516,9 +525,18 @@ def _inplace_view(op, self, params):
         if not text.startswith(f"{op.name}()"):
             raise
         raise RuntimeError(f"{op.name}_(){text[len(op.name) + 2:]}") from None
+    if op.name == "as_strided" and self._view is None \
+            and _address(new._data) != _address(self._data) and _storage_root(self) is self:
+        # (as_strided_ at an offset into its own memory: the only in-place view op that moves)
+        self._meta = {**(self._meta or {}), "storage_root": _GONE,
+                      "storage_array": memory(self)}
     take_memory(self, new)
     if self._view is not None:
         self._view = new._view          # the recipe gains ``op``
+    if not record and new._data.shape != old._data.shape and (
+            self._grad_fn is not None or self._requires_grad):
+        from ember.autograd._reshaped_outputs import mark   # (its node now expects old's)
+        mark(self, old._data.shape)
     if record:
         self._grad_fn, self._output_nr = new._grad_fn, new._output_nr
         _rename_inplace_node(self._grad_fn)
@@ -540,6 +558,10 @@ _INPLACE_VIEW_NODES = {"TBackward0": "TBackward1", "TransposeBackward0": "Transp
                        "UnsqueezeBackward0": "UnsqueezeBackward1",
                        "AsStridedBackward0": "AsStridedBackward1"}
 _INPLACE_VIEW_CLASSES = {}
+
+
+def _GONE():
+    return None                         # (a storage root no tensor holds: see _storage_root)
 
 
 def _rename_inplace_node(node):

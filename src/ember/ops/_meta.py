@@ -75,7 +75,10 @@ def meta_call(op, inputs, params, out=None):
     else:
         outputs = _meta_result(res, shape)
     if op.view:
+        outputs = _laid_out_views(op, inputs, params, flat[0], outputs)
         _mark_view(op, flat[0], params, outputs)
+    elif type(outputs) is not tuple:
+        _lay_out_result(op, inputs, flat, params, outputs, shrink)
     requires_grad = any(isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None)
                         for x in flat)
     if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
@@ -237,6 +240,114 @@ def _on_stand_ins(op, inputs, params, shrink, identity=False):
         op = REGISTRY[_LAYOUT_FREE[op.name]]
     with no_grad():
         return call(op, swap(tuple(inputs)), swap(tuple(params)), RAW_OUTPUTS)
+
+
+# view ops whose result is laid out as their input (their forward would read the stand-in)
+_SAME_LAYOUT = {"conj", "_neg_view", "positive", "_kernel_input", "_alias"}
+# view ops that copy where no view will do: tried as ``view`` (which never copies) first
+_MAYBE_COPY = {"reshape", "flatten", "unflatten", "view", "_unsafe_view"}
+
+
+def _laid_out_views(op, inputs, params, x, outputs):
+    """The results of view op ``op`` on meta tensor ``x`` with the strides and storage offset
+    PyTorch's meta views have: the op runs on a *probe*, a NumPy array of ``x``'s shape and
+    strides over one element (a view op reads none of them), and its results' layouts are
+    read off. Row-major results stay so (a reshape that copies; an op the probe fails)."""
+    if not isinstance(x, Tensor) or type(x._data) is not MetaArray:
+        return outputs
+    meta = x._data
+    if op.name in _SAME_LAYOUT:
+        return _with_layout(outputs, meta.strides, meta.offset) if type(outputs) is not tuple \
+            else outputs
+    from ember._memory_format import restrided
+    from ember._storage_place import _address
+    probe = restrided(np, np.zeros(1, meta.dtype), meta.shape, meta.strides)
+    probe.flags.writeable = False
+    start = _address(probe)
+    if op.name in _MAYBE_COPY:
+        if type(outputs) is tuple:
+            return outputs
+        from ember.ops.shape import view
+        try:
+            res = view.forward(np, probe, outputs.shape)
+        except RuntimeError:
+            if op.name == "view":
+                raise
+            return outputs              # a reshape that copies: row-major
+        return _with_layout(outputs, res.strides, meta.offset + _address(res) - start)
+    from ember.ops._registry import RAW_OUTPUTS, call
+    swapped = tuple(_make(probe) if i is x else i for i in inputs)
+    try:
+        with no_grad():
+            res = call(op, swapped, params, RAW_OUTPUTS)
+    except Exception:                   # noqa: BLE001 - (the stand-ins' result stands)
+        return outputs
+    if type(outputs) is tuple:
+        return tuple(o if type(r._data) is not np.ndarray else _with_layout(
+            o, r._data.strides, meta.offset + _address(r._data) - start)
+            for o, r in zip(outputs, res))
+    if type(res._data) is not np.ndarray:
+        return outputs
+    return _with_layout(outputs, res._data.strides,
+                        meta.offset + _address(res._data) - start)
+
+
+# ops whose copy keeps the input's layout when they are given no memory format
+_PRESERVING = {"clone", "_to_copy"}
+
+
+def _lay_out_result(op, inputs, flat, params, out, elementwise):
+    """Lay a fresh meta result out as PyTorch's would be: in the memory format a parameter
+    names (``clone``, ``to``, ``contiguous``: preserve lays it as ``laid_like`` does, the
+    CPU's copy), for a pointwise op as TensorIterator does (``_pointwise_layout``, as the
+    dispatcher's), for another elementwise op in the order of its first operand of the
+    result's shape (NumPy's order-K result on the CPU). Row-major otherwise."""
+    from ember import _memory_format as M
+    fmt = next((p for p in params if type(p) is M.memory_format), None)
+    if fmt is None and not elementwise:
+        return
+    if fmt is None and op.name in _PRESERVING:
+        fmt = M.preserve_format
+    a = out._data
+    if fmt is not None and fmt is not M.preserve_format:
+        order = M.memory_order(fmt, a.ndim)
+        if order is not None:
+            _with_layout(out, M._order_strides(a.shape, order, a.itemsize), 0, False)
+        return
+    if all(type(t._data) is not MetaArray or t._data.layout is None
+           for t in flat if isinstance(t, Tensor)):
+        return                          # (row-major operands: a row-major result)
+    if fmt is None and op.pointwise:
+        from ember.ops._pointwise_layout import result_layout
+        arrays = [i._data if isinstance(i, Tensor) else i for i in inputs]
+        strides = result_layout(a.shape, a.itemsize, arrays, MetaArray, op.pointwise)
+        if strides is not None:
+            _with_layout(out, strides, 0, False)
+        return
+    x = next((t for t in flat if isinstance(t, Tensor) and type(t._data) is MetaArray
+              and t._data.shape == a.shape), None)
+    if x is None or x._data.layout is None:
+        return
+    if fmt is not None:
+        strides = M.preserved_strides(x._data, a.itemsize)
+        if strides is not None:
+            _with_layout(out, strides, 0, False)
+        return
+    if not a.size:
+        return
+    order = M._stride_order(a.shape, x._data.strides)
+    if order != tuple(range(a.ndim)):
+        _with_layout(out, M._order_strides(a.shape, order, a.itemsize), 0, False)
+
+
+def _with_layout(t, strides, offset, view=True):
+    """Meta tensor ``t`` with byte ``strides`` and byte ``offset``: a view's layout (which
+    also tells a reshape's view from its copy), or a fresh result's (row-major: none)."""
+    a = t._data
+    if not view and tuple(strides) == a.strides and offset == 0:
+        return t
+    a.layout = (tuple(strides), offset)
+    return t
 
 
 def _meta_result(t, shape):

@@ -16,7 +16,7 @@ from ember._memory_format import _order_strides, _stride_order, _strided_copy, d
 from ember.backend import XP_BY_ARRAY_TYPE
 
 __all__ = ["laid_as_operands", "row_major_before_last", "odd_unit_strides", "result_strides",
-           "NUMBERS_ASIDE"]
+           "result_layout", "NUMBERS_ASIDE"]
 
 # ``op(pointwise=NUMBERS_ASIDE)``: the op's numbers after its first input are parameters of a
 # one-tensor kernel in PyTorch (``pow(x, 2)``, ``clamp(x, 0, 1)``), not 0-dim operands as
@@ -111,6 +111,14 @@ def _chosen(shape, itemsize, arrays, kind, mode):
                   for a in (arrays if mode is True else arrays[:1]))
     strides = result_strides(shape, itemsize, operands, numbers)
     return _order_strides(shape, range(len(shape)), itemsize) if strides is None else strides
+
+
+def result_layout(shape, itemsize, arrays, kind, mode=True):
+    """The byte strides of the ``shape`` result of an elementwise op (``mode``: its
+    ``pointwise``) on ``arrays`` (arrays of type ``kind``; the others count as numbers), read
+    off without a result to lay out (a meta tensor's); None for row-major."""
+    strides = _chosen(tuple(shape), itemsize, arrays, kind, mode)
+    return None if strides == _order_strides(shape, range(len(shape)), itemsize) else strides
 
 
 def result_strides(shape, itemsize, operands, numbers=False):

@@ -20,6 +20,7 @@ from ember.autograd.graph import InputMeta, Node, OpNode, grad_accumulator, hist
 from ember.autograd.saved_hooks import ACTIVE as SAVED_HOOKS_ACTIVE
 from ember.autograd.saved_hooks import current_hooks as current_saved_hooks
 from ember.backend import XP_BY_ARRAY_TYPE, device_of
+from ember.backend.meta import MetaArray
 from ember.ops._op_errors import not_differentiable
 
 __all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t", "fast_reshape"]
@@ -666,7 +667,7 @@ def _shares_memory(out, src):
     """Whether ``out`` views ``src``'s memory (NumPy records the owner as ``base``)."""
     owner = out.base
     if owner is None:
-        return False
+        return type(out) is MetaArray and out.layout is not None    # (a meta view's)
     if owner is src or owner is src.base:
         return True
     return bool(np.may_share_memory(out, src))

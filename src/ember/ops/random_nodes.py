@@ -31,7 +31,7 @@ def _(flat, params, outputs):
 def _(grad, tensors, sample, node, kernel):
     if node == NOT_IMPLEMENTED:
         # (PyTorch's in-place foreach kernels name themselves without their namespace)
-        bare = kernel.startswith("_foreach_") and kernel.endswith("_")
+        bare = kernel.startswith("_foreach_") and kernel.endswith("_") or kernel == "set_"
         raise RuntimeError(f"derivative for {'' if bare else 'aten::'}{kernel} is not "
                            f"implemented")
     return ([_zeros_like_meta(grad, t) for t in tensors],)

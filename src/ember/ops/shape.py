@@ -554,7 +554,7 @@ def _T(self):
 def _mT(self):
     if self.ndim == 0:
         _identity_on_0d("mT", "This function is the identity in these cases.")
-        return self.view(())
+        return self                     # (itself, as PyTorch's: no view)
     if self.ndim == 1:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
                            "Got 1-D tensor.")
