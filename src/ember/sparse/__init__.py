@@ -9,6 +9,7 @@ _tensor.py for how they are built.
 """
 
 from ember import _legacy_types
+from ember.sparse import _layouts as _L
 from ember.sparse._tensor import SparseTensor, sparse_coo_tensor
 from ember.sparse._compressed import sparse_compressed_tensor, sparse_csr_tensor
 from ember.sparse._invariants import check_sparse_tensor_invariants
@@ -37,7 +38,26 @@ def mm(mat1, mat2, reduce=None):
     _as_vmap_fallback("aten::_sparse_mm" + ("" if reduce is None else ".reduce"), mat1, mat2)
     if reduce is not None:
         return _mm_reduce(mat1, mat2, reduce)
+    _refuse_mixed_layouts(mat1, mat2)
     return _mm(mat1, mat2, dense_grad=False)
+
+
+def _refuse_mixed_layouts(mat1, mat2):
+    """PyTorch's errors for two sparse matrices of layouts its ``sparse.mm`` has no kernel
+    for: it adds the product to zeros in ``mat2``'s layout (no block layout there)."""
+    from ember.sparse._products import _layout_name
+    if not (type(mat1) is SparseTensor and type(mat2) is SparseTensor):
+        return
+    a, b = mat1.layout, mat2.layout
+    if a is _L.sparse_coo and b is _L.sparse_coo:
+        return
+    if _L.blocked(b):
+        raise RuntimeError(f"zeros_sparse_compressed expected sparse compressed (non-block) "
+                           f"tensor layout but got {_layout_name(mat2)}")
+    if _L.sparse_coo in (a, b) or _L.blocked(a) or (a is _L.sparse_csr and b is _L.sparse_csc):
+        raise RuntimeError(f"addmm: computation on CPU is not implemented for "
+                           f"{_layout_name(mat2)} + {_layout_name(mat1)} @ "
+                           f"{_layout_name(mat2)}")
 
 
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):

@@ -11,7 +11,8 @@ import math
 
 import ember
 
-__all__ = ["batch_ndim", "is_batched", "batches", "stack_batches", "batched_to_coo"]
+__all__ = ["batch_ndim", "is_batched", "batches", "stack_batches", "batched_to_coo",
+           "select_batch"]
 
 
 def batch_ndim(s):
@@ -67,3 +68,24 @@ def batched_to_coo(s, to_coo):
         values.append(c._v)
     return coo(ember.cat(indices, 1), ember.cat(values), s._size,
                s._layout is ember.sparse_csr)
+
+
+def select_batch(input, dim, index, select):
+    """``input.select(dim, index)`` of a batched compressed tensor: a batch dim selects one
+    batch (a view of its parts); ``select`` selects a dense dim."""
+    from ember._tensor import _wrap_dim
+    from ember.sparse._tensor import compressed
+    batch = input._crow.ndim - 1
+    dim = _wrap_dim(dim, input.ndim)
+    if dim >= batch:
+        if dim < batch + 2:
+            raise RuntimeError("select(): selecting sparse dimensions is not supported for "
+                               "batched sparse compressed tensors.")
+        return select(input, dim, index)
+    size = input.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input.shape)} at dimension {dim}")
+    rest = list(input.shape[:dim]) + list(input.shape[dim + 1:])
+    return compressed(input.layout, input._crow.select(dim, index),
+                      input._col.select(dim, index), input._v.select(dim, index), rest)

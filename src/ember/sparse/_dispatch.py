@@ -51,7 +51,7 @@ def _handles_layouts(name, args):
 
 # what runs on batched compressed tensors (see _batched.py): the ops on their values alone
 # (added by _ops.py) and these
-BATCHED = {"to_dense", "_to_copy", "__get__", "__set__"}
+BATCHED = {"to_dense", "_to_copy", "__get__", "__set__", "select"}
 
 
 def _refuse_batched(name, args):

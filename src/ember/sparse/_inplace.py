@@ -194,6 +194,8 @@ def _add_into(self, other, alpha, name):
         self.index_put_(tuple(c._i), values.to(self.dtype), accumulate=True)
         return self if self._grad_fn is node else named(self, name)   # (none under no_grad)
     if not is_sparse(other):
+        if self.layout is not L.sparse_coo:     # (PyTorch's adds densely, into no memory)
+            self.is_contiguous()                # raises PyTorch's error
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     new = _add(self, other, alpha=alpha)

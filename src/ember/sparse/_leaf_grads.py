@@ -5,11 +5,13 @@ the values' gradient of later backwards is added to it (in place, when ``.grad``
 read); and the gradient hooks registered on a sparse tensor, which run on its values with
 the gradient as the sparse tensor it stands for."""
 
+import weakref
+
 import ember
 from ember.sparse import _layouts as L
 
 __all__ = ["assign_grad", "keep_grad", "with_set", "emptied", "register_hook",
-           "register_post_accumulate_hook", "move_hooks"]
+           "register_post_accumulate_hook", "move_hooks", "anchor_hooks", "stored"]
 
 
 def assign_grad(t, value):
@@ -61,9 +63,11 @@ def with_set(t, grad):
         return kept
     # the gradient of later backwards goes into the kept one, in place (as PyTorch's
     # accumulation into a sparse .grad; out of place where it cannot)
-    if kept.layout is grad.layout and not kept.requires_grad:
+    if not kept.requires_grad and (kept.layout is grad.layout or kept.layout is L.strided):
         with ember.no_grad():
             kept.add_(grad)
+    elif grad.layout is L.strided:      # (sparse + dense refuses; PyTorch adds it this way)
+        kept = grad + kept
     else:
         kept = kept + grad
     clear_backward_grads(t)
@@ -99,8 +103,14 @@ def register_hook(t, hook):
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
 
     def on_values(values_grad):
-        out = hook(t._gradient_from(values_grad, None))
-        return None if out is None else _as_values_grad(t, out)
+        grad = t._gradient_from(values_grad, None)
+        out = hook(grad)
+        if out is None:
+            return None
+        if out is not grad and t._layout is L.sparse_coo:
+            t._grad_via_values = False      # (PyTorch stores a new one uncoalesced)
+        return _as_values_grad(t, out)
+    on_values.sparse_hook = hook        # (run on the dense stand-in too: see anchor_hooks)
     return t._v.register_hook(on_values)
 
 
@@ -125,3 +135,82 @@ def move_hooks(old, new):
             if new._meta is None:
                 new._meta = {}
             new._meta[key] = meta[key]
+
+
+class _AnchorHooks:
+    """The hooks of a sparse leaf as its dense stand-in (``_dense_grad_anchor``) runs them:
+    a live view of those registered on the leaf's values (so a handle's ``remove()`` and
+    ``move_hooks`` hold for both), each called with the dense gradient PyTorch's products
+    give the leaf; a sparse result is made dense."""
+
+    __slots__ = ("_leaf", "_key")
+
+    def __init__(self, leaf, key):
+        self._leaf, self._key = weakref.ref(leaf), key
+
+    def _hooks(self):
+        leaf = self._leaf()
+        meta = None if leaf is None else leaf._v._meta
+        return None if not meta else meta.get(self._key)
+
+    def __len__(self):
+        hooks = self._hooks()
+        return 0 if not hooks else len(hooks)
+
+    def values(self):
+        hooks = self._hooks()
+        if not hooks:
+            return []
+        if self._key == "post_acc_hooks":
+            return list(hooks.values())     # (they call the user's hook with the leaf)
+        return [_dense_hook(fn) for fn in hooks.values()]
+
+
+def _dense_hook(fn):
+    hook = getattr(fn, "sparse_hook", fn)
+
+    def on_dense(grad):
+        out = hook(grad)
+        if isinstance(out, ember.Tensor) and out.layout is not L.strided:
+            out = out.to_dense()
+        return out
+    return on_dense
+
+
+def anchor_hooks(t, anchor):
+    """Give sparse leaf ``t``'s dense stand-in ``anchor`` the leaf's hooks (live views)."""
+    if anchor._meta is None:
+        anchor._meta = {}
+    anchor._meta["hooks"] = _AnchorHooks(t, "hooks")
+    anchor._meta["post_acc_hooks"] = _AnchorHooks(t, "post_acc_hooks")
+
+
+def stored(t, values_grad, dense_grad):
+    """``t.grad`` as last read when neither ``values_grad`` nor ``dense_grad`` (the
+    gradients of its values and dense stand-in) changed since (or only through it), so that
+    ``t.grad is t.grad``, as PyTorch's stored gradient; else None."""
+    seen = t._grad_seen
+    if seen is None or t._grad_set is not None:
+        return None
+    vg, v_version, dg, d_version, grad = seen
+    if vg is not values_grad or dg is not dense_grad:
+        return None
+    if dg is not None and dg._version != d_version:
+        return None
+    if vg is not None and vg._version != v_version:
+        if getattr(grad, "_v", None) is not vg:
+            return None
+        # backward added to the values' gradient in place (the user's .grad shares it)
+        if grad.layout is L.sparse_coo:
+            grad._coalesced = t._grad_via_values or grad._v.shape[0] <= 1
+        t._grad_seen = (vg, vg._version, dg, d_version, grad)
+    return grad
+
+
+def remember(t, values_grad, dense_grad, grad):
+    """Note ``grad`` as ``t.grad`` made from these gradients (see ``stored``)."""
+    if grad is None or values_grad is None and dense_grad is None:
+        t._grad_seen = None
+        return
+    t._grad_seen = (values_grad, None if values_grad is None else values_grad._version,
+                    dense_grad, None if dense_grad is None else dense_grad._version, grad)

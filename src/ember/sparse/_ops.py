@@ -19,12 +19,11 @@ from ember.sparse._layout_policy import (_COO_ONLY, _check_add_layouts, _check_m
                                          _coo_only, _is_compressed, _refuse_compressed,
                                          _refuse_values_op)
 from ember.sparse._names import freeing, named
-from ember.sparse._origin import carry_linear, dense_route
+from ember.sparse._origin import carry_linear, carry_view, dense_route
 from ember.sparse._refusals import bare_repr, refusing
 from ember.sparse._tensor import compressed, coo, mark_coalesced_grad
 
-__all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select",
-           "narrow_copy"]
+__all__ = ["sum", "softmax", "log_softmax", "select", "transpose", "as_coo", "index_select"]
 
 
 @handles("reshape")
@@ -35,7 +34,11 @@ def _reshape(input, *args, **kwargs):
 @handles("select")
 def select(input, dim, index):
     """``input.select(dim, index)`` of a COO tensor: a sparse tensor one dim smaller (dense
-    when no sparse dim is left); backward refuses, as PyTorch's (no sparse select_backward)."""
+    when no sparse dim is left); backward refuses, as PyTorch's (no sparse select_backward).
+    A batched compressed tensor's batch dims select one batch (a view of its parts)."""
+    if input._crow is not None and input._crow.ndim > 1:
+        from ember.sparse._batched import select_batch
+        return select_batch(input, dim, index, _select)
     result = _select(input, dim, index)
     if input.layout is not L.sparse_coo:
         return result
@@ -216,9 +219,14 @@ def index_select(input, dim, index):
     """``input.index_select(dim, index)`` of a COO tensor: for each entry of ``index`` in
     turn, the stored elements in that slice (in their stored order); backward refuses, as
     PyTorch's (no sparse index_add_)."""
-    return refusing(_index_select(input, dim, index), "IndexSelectBackward0",
-                    NotImplementedError(f"Could not run 'aten::index_add_' with arguments from "
-                                        f"the '{backend_name((input,))}' backend."))
+    out = refusing(_index_select(input, dim, index), "IndexSelectBackward0",
+                   NotImplementedError(f"Could not run 'aten::index_add_' with arguments from "
+                                       f"the '{backend_name((input,))}' backend."))
+    # (a dense gradient, a product's, goes back through PyTorch's index_add_ of a dense one)
+    dim = _wrap_dim(dim, input.ndim)
+    index = index.reshape(-1).to(ember.int64)
+    index = ember.where(index < 0, index + input.shape[dim], index)
+    return carry_view(out, input, lambda o: o.index_select(dim, index))
 
 
 def _index_select(input, dim, index):
@@ -260,33 +268,6 @@ def _matches(column, index):
     starts = counts.cumsum(0) - counts
     within = ember.arange(taken.numel(), device=index.device) - starts.index_select(0, taken)
     return order.index_select(0, lo.index_select(0, taken) + within), taken
-
-
-def narrow_copy(input, dim, start, length):
-    """``input.narrow_copy(dim, start, length)`` of a COO tensor: the stored elements in the
-    range, shifted to start at 0 (in their stored order)."""
-    from ember._tensor import _wrap_dim
-    if input.layout is not L.sparse_coo:
-        input.stride()                          # raises PyTorch's error
-    dim = _wrap_dim(dim, input.ndim)
-    size = input.shape[dim]
-    start = start + size if start < 0 else start
-    if not (0 <= start and 0 <= length and start + length <= size):
-        raise RuntimeError(f"Invalid range to narrow. range(start, start+length) must be a "
-                           f"subset of range(0, {size}).")
-    new_size = list(input.shape)
-    new_size[dim] = length
-    sparse_dim = input.sparse_dim()
-    if dim >= sparse_dim:
-        values = input._v.narrow(dim - sparse_dim + 1, start, length).clone()
-        return coo(input._i, values, new_size, input._coalesced)
-    column = input._i[dim]
-    keep = ((column >= start) & (column < start + length)).nonzero().reshape(-1)
-    indices = input._i.index_select(1, keep)
-    indices[dim] -= start
-    out = coo(indices, input._v.index_select(0, keep), new_size)
-    out._coalesced = input._coalesced          # kept as it was, even with one element left
-    return out
 
 
 # ----- reductions ----------------------------------------------------------------------------
@@ -634,7 +615,11 @@ def _mul(input, other):
     c = as_coo(s)
     sparse_dim = c.sparse_dim()
     picked = dense.expand(s.shape)[tuple(c._i)] if sparse_dim else dense.expand(s.shape)[None]
-    return _like_layout(c._with_values(c._v * picked), s)
+    out = _like_layout(c._with_values(c._v * picked), s)
+    if dense.requires_grad or out.shape != s.shape:
+        return out
+    # a product's dense gradient goes back times ``dense``, dense, as PyTorch's mul passes it
+    return carry_view(out, s, lambda o: o * dense)
 
 
 def _intersect(a, b):

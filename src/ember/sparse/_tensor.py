@@ -59,7 +59,7 @@ class SparseTensor(ValuesBacked, Tensor):
 
     __slots__ = ("_layout", "_i", "_crow", "_col", "_v", "_size", "_coalesced", "_leaf",
                  "_pattern", "_anchor", "_origin", "_grad_via_values", "_retained",
-                 "_grad_set")
+                 "_grad_set", "_grad_seen")
 
     data_ptr = const_data_ptr = storage_offset = untyped_storage = storage = _storage_error
     set_ = is_set_to = __dlpack__ = _storage_error
@@ -161,7 +161,8 @@ class SparseTensor(ValuesBacked, Tensor):
         if v.requires_grad and ember.is_grad_enabled():
             from ember.ops.conversion import _alias
             from ember.sparse._names import freeing
-            if self._layout is not L.sparse_coo and self._layout is not L.sparse_csr:
+            if self._layout is not L.sparse_coo and self._layout is not L.sparse_csr \
+                    and self._leaf:         # (a CSC made from a CSR one passes it on)
                 from ember.sparse._refusals import refusing
                 kind = L.short_name(self._layout)[len("Sparse"):].upper()
                 return refusing(v, "ValuesBackward0", RuntimeError(
@@ -222,12 +223,16 @@ class SparseTensor(ValuesBacked, Tensor):
             if origin is not None and in_pattern(values):   # the values' went to the origin
                 return origin._grad
             return self._gradient_from(values._grad, None if origin is None else origin._grad)
-        grad = self._gradient_from(self._v.grad if self._leaf else None,
-                                   None if self._anchor is None else self._anchor.grad, True)
+        dense = None if self._anchor is None else self._anchor.grad
         if self._leaf:              # see sparse/_leaf_grads.py
-            from ember.sparse._leaf_grads import with_set
+            from ember.sparse._leaf_grads import remember, stored, with_set
+            values = self._v.grad
+            grad = stored(self, values, dense)
+            if grad is None:
+                grad = self._gradient_from(values, dense, True)
+                remember(self, values, dense, grad)
             return with_set(self, grad)
-        return grad
+        return self._gradient_from(None, dense, True)
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` with this tensor's (sparse) gradient; it may return a new one."""
@@ -309,6 +314,9 @@ class SparseTensor(ValuesBacked, Tensor):
             xp = xp_of(array)
             self._anchor = _make(xp.broadcast_to(xp.zeros((), array.dtype), tuple(self._size)))
             self._anchor._set_requires_grad()
+            if self._leaf:          # (the leaf's hooks run on its dense gradient too)
+                from ember.sparse._leaf_grads import anchor_hooks
+                anchor_hooks(self, self._anchor)
         return self._anchor
 
     def detach(self):
@@ -445,7 +453,7 @@ class SparseTensor(ValuesBacked, Tensor):
 
     def narrow_copy(self, dim, start, length):
         """A sparse copy of the elements in ``start:start+length`` along ``dim``."""
-        from ember.sparse._ops import narrow_copy
+        from ember.sparse._narrow import narrow_copy
         return narrow_copy(self, dim, start, length)
 
     def coalesce(self):
@@ -458,7 +466,10 @@ class SparseTensor(ValuesBacked, Tensor):
         from ember.sparse import _convert
         from ember.sparse._names import named
         from ember.sparse._origin import carry
-        return carry(named(_convert.coalesce(self), "CoalesceBackward0"), self)
+        out = carry(named(_convert.coalesce(self), "CoalesceBackward0"), self)
+        if self._leaf and out.requires_grad:    # (passes its gradient on as it is: see
+            out.__dict__["_coalesce_of"] = self     # mark_coalesced_grad)
+        return out
 
     # ----- Python protocols -------------------------------------------------------------
 
@@ -538,6 +549,8 @@ def mark_coalesced_grad(out, *inputs, layouts=(L.sparse_coo,)):
     if not ember.is_grad_enabled() or not out.requires_grad:
         return
     for t in inputs:
+        if type(t) is SparseTensor and not t._leaf:     # coalesce() of a leaf
+            t = t.__dict__.get("_coalesce_of", t)
         if type(t) is SparseTensor and t._leaf and t._layout in layouts and t.requires_grad:
             out.register_hook(t._mark_grad_via_values)
 
@@ -564,6 +577,7 @@ def _blank(layout, values, size):
     t._grad_via_values = False
     t._retained = None              # (values, dense origin) whose .grad retain_grad keeps
     t._grad_set = None              # see sparse/_leaf_grads.py
+    t._grad_seen = None             # (the .grad last read: _leaf_grads.stored)
     t._i = t._crow = t._col = None
     t._coalesced = False
     adopt(t)
