@@ -152,6 +152,22 @@ class ConjView(Tensor):
                                f"Use tensor.{self._RESOLVE}().numpy() instead.")
         return Tensor.numpy(self.clone(), force=True)
 
+    def __dlpack__(self, **kwargs):
+        """Refused for the conjugate bit, as PyTorch's (a negative bit exports the values)."""
+        if type(self) is ConjView and not self.requires_grad:
+            raise BufferError("Can't export tensors with the conjugate bit set")
+        return Tensor.__dlpack__(self, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        """Refused as ``numpy()`` refuses (PyTorch's ``__array__`` calls it; the grad check
+        heeds grad mode there): NumPy has no conjugate bit."""
+        from ember.autograd.grad_mode import is_grad_enabled
+        if self.requires_grad and is_grad_enabled():
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        raise RuntimeError(f"Can't call numpy() on Tensor that has {self._BIT} bit set. "
+                           f"Use tensor.{self._RESOLVE}().numpy() instead.")
+
 
 class NegView(ConjView):
     """A real tensor whose values are the negation of the memory it views: PyTorch's negative

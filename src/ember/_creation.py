@@ -23,7 +23,7 @@ from ember.backend import array_from_dlpack, cuda_available, cuda_backend, xp_fo
 from ember.backend.meta import MetaArray, meta_like
 from ember._sizes import _is_int, _size, _size_args
 from ember._from_data import (_check_np_dtype, _check_strides, _from_data, _infer_dtype,
-                              _tp_name)
+                              _tp_name, cast_array)
 
 __all__ = [
     "tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "full",
@@ -115,13 +115,13 @@ def _as_tensor(data, dtype, device, aliasing):
             _warn_read_only(data)       # (before any check, as PyTorch's as_tensor)
         if (device is None or as_device(device).type == "cpu") and (
                 type(data) is np.ndarray or not hasattr(data, "__cuda_array_interface__")):
-            _check_np_dtype(data)
             _check_strides(data)        # (a conversion too: PyTorch's reads the array first)
+            _check_np_dtype(data)
             if dtype is None or dtype.np == data.dtype:
                 if aliasing and not data.flags.writeable:
                     _warn_read_only(data)
                 return _make(data.view(np.ndarray))     # (a new header: see from_numpy)
-            return _make(data.view(np.ndarray).astype(dtype.np))
+            return _make(cast_array(data.view(np.ndarray), dtype.np))
     if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
         _check_np_dtype(data)
         return as_tensor(_make(cuda_backend().cupy.asarray(data)), dtype, device)
@@ -142,6 +142,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
         warn_once("ember.asarray: unspecified requires_grad now defaults to obj.requires_grad "
                   "instead of False. Pass requires_grad=False explicitly to get the old "
                   "behavior and silence this warning.")
+    if isinstance(obj, np.generic) and copy is not False:
+        obj = np.asarray(obj)           # (read as a 0-dim array, not as tensor() reads it)
     if _is_buffer(obj):
         out = frombuffer(obj, dtype=dtype or D.get_default_dtype())
         out = out.clone() if copy else out
@@ -180,7 +182,11 @@ def _is_buffer(obj):
 def _check_aliasable(obj, dtype, device):
     """PyTorch's ValueError where ``asarray(obj, copy=False)`` would have to copy."""
     if isinstance(obj, np.ndarray):
+        _check_strides(obj)             # (PyTorch's reads the array first)
         have, where = D.FROM_NUMPY.get(obj.dtype), as_device("cpu")
+    elif isinstance(obj, np.generic):
+        raise RuntimeError("can't alias NumPy scalars. Either remove copy=False or transform "
+                           "it in a ndarray. ")     # (PyTorch's spacing)
     elif isinstance(obj, Tensor):
         have, where = obj.dtype, obj.device
     elif isinstance(obj, (list, tuple, numbers.Number)):
@@ -200,8 +206,8 @@ def from_numpy(ndarray):
         raise TypeError(f"expected np.ndarray (got {_tp_name(ndarray)})")
     if not ndarray.flags.writeable:
         _warn_read_only(ndarray)                # (before the checks, as PyTorch's)
+    _check_strides(ndarray)                     # (before the dtype, as PyTorch's)
     _check_np_dtype(ndarray)
-    _check_strides(ndarray)
     # a new header on the same memory (a subclass's values): reshaping or restriding the
     # caller's array object afterwards leaves the tensor as it was, as PyTorch's
     return _make(ndarray.view(np.ndarray))

@@ -3,13 +3,14 @@ numbers, NumPy arrays and tensors, PyTorch's dtype inference, and its errors for
 odd or unsupported data."""
 
 import numbers
+import warnings
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._host_values import _to_host, _warn_scalar_of_grad_tensor
 from ember._tensor import Tensor
-from ember._warn import warn_once
+from ember._warn import outside_level, warn_once
 
 _SUPPORTED_NP = {d.np for d in D.ALL_DTYPES}
 
@@ -46,13 +47,14 @@ def _from_data(data, dtype):
     """A host NumPy array of PyTorch's dtype for (nested) Python data or array-likes."""
     if isinstance(data, Tensor):                # a copy, whether or not it requires grad
         arr = _to_host(data._data)
-        return arr.copy() if dtype is None else arr.astype(dtype.np)
+        return arr.copy() if dtype is None else cast_array(arr, dtype.np)
     if isinstance(data, np.ndarray):
+        _check_strides(data)                # (before the dtype, as PyTorch's)
         _check_np_dtype(data)
-        _check_strides(data)
         data = data.view(np.ndarray)        # (a subclass's values: np.matrix, masked arrays)
-        return data.astype(data.dtype if dtype is None else dtype.np, copy=True,
-                           order="C" if 0 in data.strides and _overlaps(data) else "K")
+        return cast_array(data, data.dtype if dtype is None else dtype.np, copy=True,
+                          order="C" if 0 in data.strides and _overlaps(data) else "K")
+    huge = ()
     if isinstance(data, (list, tuple)):
         sizes = _leading_sizes(data)
         if 0 in sizes:
@@ -61,10 +63,17 @@ def _from_data(data, dtype):
             warn_once("Creating a tensor from a list of numpy.ndarrays is extremely slow. "
                       "Please consider converting the list to a single numpy.ndarray with "
                       "numpy.array() before converting to a tensor.")
-        typed = []
-        unwrapped = _unwrap_scalars(data, typed)
+        typed, huge = [], []
+        try:
+            unwrapped = _unwrap_scalars(data, typed, huge)
+        except _ManyElements:
+            raise _many_elements(data, dtype) from None
         if typed and dtype is None:
             dtype = _sequence_dtype(data)
+        if typed:
+            _check_indexable(data, dtype)
+            if "c" in typed and dtype is not None and dtype.is_floating_point:
+                unwrapped = _real_parts(unwrapped)
         data = unwrapped
     if data is None:
         raise RuntimeError("Could not infer dtype of NoneType")
@@ -72,6 +81,9 @@ def _from_data(data, dtype):
         raise TypeError(f"new(): invalid data type '{_tp_name(data)}'")
     if isinstance(data, np.generic):
         _check_np_dtype(np.asarray(data))
+        _check_indexable(data, dtype)
+        if dtype is not None and dtype.is_floating_point:
+            data = _real_parts(data)
     try:
         arr = np.array(data)
     except ValueError as e:
@@ -79,7 +91,8 @@ def _from_data(data, dtype):
             f"expected sequence of equal lengths: {e}") from None
     if dtype is D.uint64 and (arr.dtype.kind in "iuO" or _huge_int(data)):
         return _unsigned_64(data)       # (NumPy holds [2**64 - 1, 5] as float64)
-    if (arr.dtype == np.uint64 or arr.dtype == object) and _huge_int(data):
+    if (arr.dtype == np.uint64 or arr.dtype == object or huge) and _huge_int(data):
+        # (NumPy reads [1, 2**63] as float64: PyTorch reads its ints as int64, which refuses)
         floats = _float_reading(data, dtype)
         if floats is None:
             raise ValueError("Overflow when unpacking long long")
@@ -100,6 +113,18 @@ def _from_data(data, dtype):
         _check_fits(arr, dtype)
     from ember.ops.conversion import cast       # PyTorch's rounding (float8 saturates)
     return cast(np, arr, np.dtype(dtype.np))
+
+
+def cast_array(arr, np_dtype, **kwargs):
+    """``arr.astype(np_dtype, **kwargs)`` warning as PyTorch's (not NumPy's ComplexWarning)
+    where complex values are read into a real dtype other than bool."""
+    if arr.dtype.kind != "c" or np.dtype(np_dtype).kind in "cb":
+        return arr.astype(np_dtype, **kwargs)
+    if arr.size:
+        warn_once("Casting complex values to real discards the imaginary part")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        return arr.astype(np_dtype, **kwargs)
 
 
 def _leading_sizes(data):
@@ -128,16 +153,40 @@ def _empty_from_sizes(data, sizes, dtype):
     return np.empty(sizes, dtype=dtype.np)
 
 
-def _unwrap_scalars(data, typed):
+class _TensorComplex(complex):
+    """A complex tensor's value inside nested data: PyTorch reads it into a real dtype when
+    its imaginary part is zero."""
+
+
+class _ManyElements(Exception):
+    """A tensor of more than one element met inside nested data."""
+
+
+def _many_elements(data, dtype):
+    """PyTorch's error for a tensor of several elements inside nested data: it reads each
+    element as a number of the (given or inferred) dtype, an index where that is integral."""
+    dtype = dtype or _sequence_dtype(data) or D.get_default_dtype()
+    if dtype.is_floating_point or dtype.is_complex:
+        return ValueError("only one element tensors can be converted to Python scalars")
+    return TypeError("only integer tensors of a single element can be converted to an index")
+
+
+def _unwrap_scalars(data, typed, huge):
     """Replace one-element tensors inside nested sequences by their values; note in ``typed``
-    whether tensors or NumPy values (whose dtypes count) were met."""
+    whether tensors or NumPy values (whose dtypes count) were met, in ``huge`` whether Python
+    ints outside int64's range were."""
     out = []
     for x in data:
-        if type(x) is float or type(x) is int:      # (the common element: no checks)
+        if type(x) is float:                        # (the common elements: few checks)
+            out.append(x)
+            continue
+        if type(x) is int:
+            if not -9223372036854775808 <= x <= 9223372036854775807:
+                huge.append(True)
             out.append(x)
             continue
         if isinstance(x, (np.ndarray, np.generic)):
-            typed.append(True)
+            typed.append("c" if x.dtype.kind == "c" else True)   # ("c": _real_parts)
             _check_np_dtype(np.asarray(x))
         elif isinstance(x, Tensor):
             typed.append(True)
@@ -147,12 +196,14 @@ def _unwrap_scalars(data, typed):
                 if x.ndim == 0 or x.numel() == 1:
                     x = x.reshape(()).item()
                 else:
-                    raise ValueError("only one element tensors can be converted to Python "
-                                     "scalars")
+                    raise _ManyElements
             else:
                 x = x.item()
+            if type(x) is complex:
+                x = _TensorComplex(x)
+                typed.append("c")
         elif isinstance(x, (list, tuple)):
-            inner = _unwrap_scalars(x, typed)
+            inner = _unwrap_scalars(x, typed, huge)
             x = inner if isinstance(x, list) else tuple(inner)   # (errors name the type)
         out.append(x)
     return out
@@ -318,6 +369,54 @@ def _overlaps(ndarray):
     """Whether elements of ``ndarray`` share memory (broadcast, stride 0): PyTorch copies
     those into a contiguous tensor, others keep their order of strides."""
     return any(st == 0 and n > 1 for st, n in zip(ndarray.strides, ndarray.shape))
+
+
+def _check_indexable(data, dtype):
+    """PyTorch's TypeError for a value in ``data`` read into an integral or bool ``dtype``
+    that it reads by ``__index__`` and that has none: a floating-point or complex tensor, a
+    NumPy bool (but into bool), float or complex scalar (a Python float is read as such)."""
+    if dtype is None or dtype.is_floating_point or dtype.is_complex:
+        return
+    error = _unindexable(data, "fc" if dtype is D.bool_ else "bfc")
+    if error is not None:
+        raise error
+
+
+def _unindexable(data, kinds):
+    if isinstance(data, (list, tuple)):
+        for y in data:
+            error = _unindexable(y, kinds)
+            if error is not None:
+                return error
+        return None
+    if isinstance(data, Tensor):
+        if data.dtype.is_floating_point or data.dtype.is_complex:
+            return TypeError("only integer tensors of a single element can be converted to "
+                             "an index")
+    elif isinstance(data, np.ndarray):                  # read element by element
+        return _unindexable(data.reshape(-1)[0], kinds) if data.size else None
+    elif isinstance(data, np.generic) and data.dtype.kind in kinds \
+            and not isinstance(data, float):
+        return TypeError(f"'{_tp_name(data)}' object cannot be interpreted as an integer")
+    return None
+
+
+def _real_parts(data):
+    """``data`` with its NumPy complex scalars (and arrays' elements) replaced by their real
+    parts: PyTorch reads those into a real dtype by ``__float__`` (with NumPy's warning)."""
+    if isinstance(data, (list, tuple)):
+        return type(data)(_real_parts(y) for y in data)
+    if type(data) is _TensorComplex:
+        if data.imag:
+            raise RuntimeError("value cannot be converted to type double without overflow")
+        return data.real
+    if isinstance(data, np.generic) and data.dtype.kind == "c":
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=outside_level())
+        return float(data.real)
+    if isinstance(data, np.ndarray) and data.dtype.kind == "c":
+        return [_real_parts(y) for y in data]
+    return data
 
 
 def _tp_name(obj):

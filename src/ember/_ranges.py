@@ -50,13 +50,22 @@ def _reject_range_dtype(kernel, dtype, device, complex_ok=False):
                                   f"'{dtype._torch_name}'")
 
 
-def _span(start, end, step, fn="arange"):
-    """``arange``'s and ``range``'s bounds checked: (start, end, step); one bound is the
+def _bounds(start, end, step, fn="arange"):
+    """``arange``'s and ``range``'s bounds as numbers: (start, end, step); one bound is the
     end."""
     if end is None:
         start, end = 0, start
-    start, end, step = (_number(start, "start", fn), _number(end, "end", fn),
-                        _number(step, "step", fn))
+    return _number(start, "start", fn), _number(end, "end", fn), _number(step, "step", fn)
+
+
+def _span(start, end, step, fn="arange"):
+    """``arange``'s and ``range``'s bounds checked: (start, end, step); one bound is the
+    end."""
+    return _checked(*_bounds(start, end, step, fn))
+
+
+def _checked(start, end, step):
+    """The bounds refused as PyTorch's range kernels refuse them."""
     if step == 0 or step != step:           # a NaN step is refused as zero is
         raise RuntimeError("step must be nonzero")
     if not (math.isfinite(start) and math.isfinite(end)):
@@ -74,17 +83,29 @@ def arange(start=_UNSET, end=None, step=1, *, out=None, dtype=None, layout=None,
             _no_end(step, out, dtype, layout, device, requires_grad)
         start = 0
     check_requires_grad(requires_grad, "arange")
-    start, end, step = _span(start, end, step)
+    start, end, step = _bounds(start, end, step)
+    ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
     dtype = _out_dtype(dtype, out, "arange")
     if dtype is None:
-        is_float = any(not isinstance(v, numbers.Integral) for v in (start, end, step))
-        dtype = D.get_default_dtype() if is_float else D.int64
-    _reject_range_dtype("arange", dtype, device)
+        dtype = D.int64 if ints else D.get_default_dtype()
+    _reject_range_dtype("arange", dtype, device)       # (before the bounds, as PyTorch's)
+    start, end, step = _checked(start, end, step)
     n = max(0, math.ceil((end - start) / step))
+    if not ints and not dtype.is_floating_point and not dtype.is_complex:
+        # PyTorch's integral kernels count in int64: the bounds truncated (its int64 kernel
+        # counts the truncated span; the others count the span as given)
+        start, end, step, ints = *(math.trunc(v) for v in (start, end, step)), True
+        if dtype is D.int64:
+            if step == 0:
+                raise ValueError("step must be nonzero")
+            n = max(0, math.ceil((end - start) / step))
     # made where it lives: on a GPU, no upload to wait for
-    if all(isinstance(v, numbers.Integral) for v in (start, end, step)):
+    if ints:
         def fill(xp, _, np_dtype):
-            return xp.arange(start, end, step, dtype=np.int64).astype(np_dtype, copy=False)
+            if step == 0:                   # (truncated to 0: PyTorch repeats the start)
+                return xp.full(n, start, dtype=np.int64).astype(np_dtype, copy=False)
+            return xp.arange(start, start + n * step, step, dtype=np.int64).astype(
+                np_dtype, copy=False)       # (n values: PyTorch's count, not NumPy's)
     else:
         def fill(xp, _, np_dtype):
             return (start + step * xp.arange(n, dtype=np.float64)).astype(np_dtype, copy=False)
@@ -167,7 +188,7 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
         raise RuntimeError("number of steps must be non-negative")
     start, end = _space_ends("linspace", start, end)
     dtype = _space_dtype("linspace", start, end, _out_dtype(dtype, out, "linspace"))
-    if steps:
+    if steps > 1:                   # (PyTorch fills one step without its kernel)
         _reject_range_dtype("linspace", dtype, device, complex_ok=True)
     _, dev = _target(_out_device(device, out))
     if dtype.is_floating_point:
@@ -258,14 +279,19 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
     _, dev = _target(_out_device(device, out))
     dtype = _space_dtype("logspace", *_space_ends("logspace", start, end),
                          _out_dtype(dtype, out, "logspace"))
-    if steps:
+    if steps > 1:                   # (PyTorch fills one step without its kernel)
         _reject_range_dtype("logspace", dtype, device, complex_ok=True)
     exponents = linspace(start, end, steps, dtype=D.complex128 if dtype.is_complex else D.float64,
                          device="cpu")
-    arr = np.power(float(base), exponents._data)
-    if dtype.category <= D.INTEGRAL:
-        arr = np.trunc(arr)
-    arr = _place(arr.astype(dtype.np), dev)
+    with np.errstate(all="ignore"):             # (0 ** -1 is inf, silently, in PyTorch)
+        arr = np.power(float(base), exponents._data)
+        if dtype.category == D.INTEGRAL:        # (a bool takes whether a value is nonzero)
+            if steps == 1 and not np.iinfo(dtype.np).min <= arr[0] <= np.iinfo(dtype.np).max:
+                from ember.ops._scalars import _overflow    # (PyTorch fills one step, checked)
+                _overflow(dtype.np)
+            arr = np.trunc(arr)
+        arr = arr.astype(dtype.np)
+    arr = _place(arr, dev)
     if out is not None:
         return _write_range(out, arr)
     return _finish(arr, requires_grad)

@@ -62,7 +62,8 @@ def cast(xp, x, np_dtype):
 def _to_copy(xp, x, dtype, device, non_blocking):
     """A copy of ``input`` with the given dtype (and device)."""
     if dtype is not None and x.dtype.kind == "c" and dtype.category not in (D.COMPLEX, D.BOOL):
-        warn_once("Casting complex values to real discards the imaginary part")
+        if x.size:                      # (PyTorch's copy kernel, which warns, skips empties)
+            warn_once("Casting complex values to real discards the imaginary part")
         # the real parts, laid out as the complex values are (x.real itself strides by two)
         x = x.real if isinstance(x, MetaArray) else laid_like(xp, x.real, x, copy=True)
     target = x.dtype if dtype is None else np.dtype(dtype.np)
@@ -320,7 +321,8 @@ Tensor.contiguous = contiguous
 def _copy(xp, dst, src, non_blocking):
     """``src`` broadcast to ``input``'s shape (the out-of-place form of ``copy_``)."""
     if np.dtype(src.dtype).kind == "c" and np.dtype(dst.dtype).kind not in "cb":
-        warn_once("Casting complex values to real discards the imaginary part")
+        if dst.size:                    # (PyTorch's copy kernel, which warns, skips empties)
+            warn_once("Casting complex values to real discards the imaginary part")
         src = src.real
     try:
         return cast(xp, xp.broadcast_to(src, dst.shape), dst.dtype)
