@@ -17,7 +17,7 @@ from ember.ops.complex_ops import view_as_real
 __all__ = ["value", "grads_of", "real", "state_like", "new_step", "step_like", "step_count",
            "scalar_state", "scalar_dtype", "apply_updates", "scale_", "lr_of", "number_lr", "slot",
            "root_plus", "real_view", "check_shapes", "stale_in", "uncounter",
-           "complex_message"]
+           "complex_message", "descend_", "plain_rate"]
 
 
 def scale_(x, factor):
@@ -37,6 +37,31 @@ def scale_(x, factor):
 def value(x):
     """A hyperparameter as a Python number (``lr`` may be a 0-d tensor)."""
     return x.item() if isinstance(x, Tensor) else x
+
+
+def descend_(x, u, rate, refuse=None):
+    """``x -= rate * u`` in place. A tensor ``x`` (``differentiable=True``) steps as PyTorch's
+    do, which the graph names: ``add_(u, alpha=-rate)`` (AddBackward0), or for a learnable
+    ``rate`` (a tensor that requires grad) ``addcmul_(u, rate, value=-1)``, unless the step
+    passes its rate as a Python scalar (``refuse``: the op's argument, whose TypeError it
+    raises)."""
+    if not isinstance(x, Tensor):
+        x -= u if rate == 1 else rate * u
+    elif isinstance(rate, Tensor) and rate.requires_grad and refuse is None:
+        x.addcmul_(u, rate, value=-1)
+    else:
+        x.add_(u, alpha=-plain_rate(rate, refuse or "add_(): argument 'alpha'"))
+
+
+def plain_rate(rate, where):
+    """``rate`` as the Python scalar a step passes to an op's argument ``where``
+    (``"addcdiv_(): argument 'value'"``): a learnable rate (a tensor that requires grad)
+    raises PyTorch's TypeError there, before the op's in-place checks."""
+    if isinstance(rate, Tensor):
+        if rate.requires_grad:
+            raise TypeError(f"{where} must be Number, not Tensor")
+        return rate.item()
+    return rate
 
 
 def root_plus(v, eps):

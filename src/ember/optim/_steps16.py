@@ -56,6 +56,12 @@ def adam_moments(x, g, m, v, *, lr, beta1, beta2, weight_decay, decoupled, forea
     return g
 
 
+def _array(r):
+    """``r`` as an array: NumPy's arithmetic on 0-d arrays gives scalars (a 0-d 16-bit
+    parameter's step went on with an ``ml_dtypes`` scalar, which has no backend)."""
+    return np.asarray(r) if isinstance(r, np.generic) else r
+
+
 def mul_(a, factor):
     """``a.mul_(factor)`` (``factor`` already through ``factor_of``)."""
     scale_(a, factor)
@@ -65,9 +71,10 @@ def mul_(a, factor):
 def add_(a, scalar):
     """``a.add(scalar)`` (fresh): on the CPU the scalar rounds to ``a``'s dtype first, foreach
     or not (an eps of 1e-3 is 0.0010004 in float16)."""
+    a = _array(a)       # (abs() of a 0-d array is a scalar)
     if xp_of(a) is np:
         scalar = np.asarray(scalar, a.dtype)
-    return (a.astype(f32) + f32(scalar)).astype(a.dtype)
+    return _array((a.astype(f32) + f32(scalar)).astype(a.dtype))
 
 
 def plus_scaled(a, scale, b, out=None):
@@ -81,7 +88,7 @@ def addcmul(a, t1, t2, value, out=None):
     scaled = (f32(value) * t1.astype(f32)).astype(np.float64)
     result = (a.astype(np.float64) + scaled * t2.astype(f32)).astype(f32)
     if out is None:
-        return result.astype(a.dtype)
+        return _array(result.astype(a.dtype))
     out[...] = result
     return out
 
@@ -91,7 +98,7 @@ def addcdiv(a, t1, t2, value, out=None):
     in float32, rounded once (the product first, as PyTorch's kernel for 16-bit types)."""
     result = a.astype(f32) + (f32(value) * t1.astype(f32)) / t2.astype(f32)
     if out is None:
-        return result.astype(a.dtype)
+        return _array(result.astype(a.dtype))
     out[...] = result
     return out
 
@@ -100,23 +107,23 @@ def div(a, b):
     """``a / b`` (fresh) of a 16-bit array and a float32 scalar (foreach or not) or another
     such array."""
     b = b.astype(f32) if hasattr(b, "dtype") else f32(b)
-    return (a.astype(f32) / b).astype(a.dtype)
+    return _array((a.astype(f32) / b).astype(a.dtype))
 
 
 def mul(a, b):
     """``a * b`` (fresh) of a 16-bit array and a float32 scalar or another such array."""
     b = b.astype(f32) if hasattr(b, "dtype") else f32(b)
-    return (a.astype(f32) * b).astype(a.dtype)
+    return _array((a.astype(f32) * b).astype(a.dtype))
 
 
 def reciprocal(a):
     """``a.reciprocal()`` (fresh)."""
-    return (f32(1) / a.astype(f32)).astype(a.dtype)
+    return _array((f32(1) / a.astype(f32)).astype(a.dtype))
 
 
 def sqrt(a):
     """``a.sqrt()`` (fresh)."""
-    return xp_of(a).sqrt(a.astype(f32)).astype(a.dtype)
+    return _array(xp_of(a).sqrt(a.astype(f32)).astype(a.dtype))
 
 
 def lerp(start, end, weight):

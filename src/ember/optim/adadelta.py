@@ -5,8 +5,8 @@ import functools
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, slot, state_like,
-                                step_count, uncounter)
+from ember.optim._state import (apply_updates, descend_, grads_of, lr_of, step_like, number_lr,
+                                slot, state_like, step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adadelta"]
@@ -54,7 +54,8 @@ class Adadelta(Optimizer):
                                eps=group["eps"], weight_decay=group["weight_decay"])
                 continue
             apply_updates("adadelta", params, updates, update, undo=uncounter(self.state, group),
-                          differentiable=group["differentiable"], lr=number_lr(group),
+                          differentiable=group["differentiable"],
+                          lr=lr_of(group) if group["differentiable"] else number_lr(group),
                           rho=group["rho"], eps=group["eps"],
                           weight_decay=group["weight_decay"])
         return loss
@@ -72,8 +73,8 @@ def _update(x, g, v, u, *, lr, rho, eps, weight_decay, foreach=False):
     delta = ((u + eps) ** 0.5) / ((v + eps) ** 0.5) * g
     u *= rho
     u += (1 - rho) * delta * delta
-    try:
-        x -= lr * delta
+    try:        # (a learnable lr: PyTorch's add_(delta, alpha=-lr) refuses it)
+        descend_(x, delta, lr, refuse="add_(): argument 'alpha'")
     except ValueError as error:     # PyTorch's op on a complex parameter itself
         error.on_param = True
         raise

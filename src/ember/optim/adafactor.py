@@ -101,7 +101,11 @@ def _update(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight_de
                           eps2=eps2, d=d, weight_decay=weight_decay, foreach=foreach)
     xp = xp_of(x)
     weight = t ** beta2_decay                   # 1 - beta2_t
-    alpha = xp.maximum(_rms(xp, x), eps2) * min(lr, 1 / math.sqrt(t))
+    rho = min(lr, 1 / math.sqrt(t))
+    alpha = xp.maximum(_rms(xp, x), eps2)
+    if isinstance(rho, np.floating) and rho.dtype.itemsize < 8:
+        alpha = alpha.astype(rho.dtype)     # (a float32 lr tensor: PyTorch's alpha is one)
+    alpha = alpha * rho
     square = g * g
     if row is not None:
         lerp_(row, square.mean(-1, keepdims=True), weight)
@@ -110,8 +114,10 @@ def _update(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight_de
     else:
         var = lerp_(var, square, weight)
     u = g / xp.maximum(xp.sqrt(var), eps1)
-    u /= xp.maximum(_rms(xp, u) / d, 1)
-    decay_and_subtract(x, 1 - lr * weight_decay, alpha * u)
+    # PyTorch's add_(update, alpha=-alpha / denom): the scale divided first (a float32
+    # alpha's in float32)
+    denom = xp.maximum(_rms(xp, u) / d, 1).astype(alpha.dtype)
+    decay_and_subtract(x, 1 - lr * weight_decay, (alpha / denom) * u)
 
 
 def _update_16(x, g, row, col, var, t, eps1, *, lr, beta2_decay, eps2, d, weight_decay,

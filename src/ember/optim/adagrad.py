@@ -9,7 +9,8 @@ from ember.optim import _stale_foreach as stale
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, sparse_param, step_like, slot,
+from ember.optim._state import (apply_updates, grads_of, lr_of, plain_rate, sparse_param,
+                                step_like, slot,
                                 state_like, step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 from ember.sparse._invariants import warn_if_implicit
@@ -137,4 +138,4 @@ def _update_graph(x, g, s, rate, *, eps, weight_decay):
     if weight_decay:
         g = g.add(x, alpha=weight_decay)
     s.addcmul_(g, g, value=1)
-    x.addcdiv_(g, s.sqrt() + eps, value=-rate)
+    x.addcdiv_(g, s.sqrt() + eps, value=-plain_rate(rate, "addcdiv_(): argument 'value'"))

@@ -53,8 +53,17 @@ class Adam(Optimizer):
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             if not group["differentiable"]:     # tensor betas keep their graph only then
-                beta1, beta2 = value(beta1), value(beta2)
-            hyper = dict(lr=lr_of(group), beta1=beta1, beta2=beta2, eps=group["eps"],
+                # (float32 ones as NumPy float32: PyTorch's bias corrections of them are
+                # float32 tensors; its fused kernel takes doubles)
+                plain = value if group["fused"] else _beta_number
+                beta1, beta2 = plain(beta1), plain(beta2)
+            # (PyTorch's fused kernel takes a tensor lr as a double: lr.item())
+            lr = value(group["lr"]) if group["fused"] else lr_of(group)
+            if type(lr) is float and isinstance(group["lr"], Tensor) \
+                    and np.float32 in (type(beta1), type(beta2)):
+                lr = np.float64(lr)     # (a float64 tensor: over a float32 beta's correction
+                #                          it divides in float64, a number multiplies)
+            hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
                          weight_decay=group["weight_decay"],
                          decoupled=group["decoupled_weight_decay"], amsgrad=group["amsgrad"])
             params, updates = [], []
@@ -118,15 +127,50 @@ def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupl
         return _update_16(x, g, m, v, vmax, t, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                           weight_decay=weight_decay, decoupled=decoupled, amsgrad=amsgrad,
                           foreach=foreach)
-    moments(x, g, m, v, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,
-            decoupled=decoupled)
+    moments(x, g, m, v, lr=float(lr) if type(lr) is np.float64 else lr, beta1=beta1,
+            beta2=beta2, weight_decay=weight_decay, decoupled=decoupled)
     if amsgrad:
         xp_of(vmax).maximum(vmax, v, out=vmax)
         v = vmax
     denom = v ** 0.5
+    if isinstance(beta1, np.float32) or isinstance(beta2, np.float32):
+        # float32 tensor betas (one may be a number, as cycled momentum sets): PyTorch's
+        # bias corrections of them are 0-d float32 tensors
+        denom /= np.sqrt(_bias32(beta2, t)) if isinstance(beta2, np.float32) \
+            else math.sqrt(1 - beta2 ** t)
+        denom += eps        # (a number over a tensor is its reciprocal times the number)
+        if isinstance(beta1, np.float32):
+            bias1 = _bias32(beta1, t)
+            step = lr / bias1 if isinstance(lr, np.floating) else (1 / bias1) * np.float32(lr)
+        else:
+            step = lr / (1 - beta1 ** t)
+        x -= float(step) * m / denom    # (addcdiv_'s value: a Python number)
+        return
     denom /= math.sqrt(1 - beta2 ** t)
     denom += eps
     x -= (lr / (1 - beta1 ** t)) * m / denom
+
+
+def _beta_number(beta):
+    """A beta as the step computes with it: a float32 tensor's as a NumPy float32."""
+    if isinstance(beta, Tensor) and beta.dtype.np == np.float32:
+        return np.float32(beta.item())
+    return value(beta)
+
+
+def _bias32(beta, t):
+    """``1 - beta ** t`` of a float32 ``beta`` as 0-d float32 tensor arithmetic."""
+    return np.float32(1) - _pow32(beta, t)
+
+
+def _pow32(base, t):
+    """PyTorch's pow of a 0-d float32 tensor by the number ``t``: x*x and x*x*x for 2 and 3,
+    else the correctly rounded power."""
+    if t == 2:
+        return base * base
+    if t == 3:
+        return base * base * base
+    return np.float32(math.pow(float(base), t))
 
 
 def _update_16(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupled,

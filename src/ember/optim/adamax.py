@@ -8,7 +8,8 @@ from ember.backend import xp_of
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, slot, state_like,
+from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, plain_rate, slot,
+                                state_like,
                                 step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -40,6 +41,8 @@ class Adamax(Optimizer):
         loss = closure_loss(closure)
         for group in self.param_groups:
             lr = number_lr(group)
+            # a learnable lr (refused at the update, as PyTorch's addcdiv_ refuses it)
+            learnable = group["differentiable"] and _learnable(group["lr"])
             beta1, beta2 = group["betas"]
             params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"], "Adamax",
@@ -51,7 +54,8 @@ class Adamax(Optimizer):
                 t = step_count(state)
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
-                                slot(state["exp_inf"], group), lr / (1 - beta1 ** t)))
+                                slot(state["exp_inf"], group),
+                                (group["lr"] if learnable else lr) / (1 - beta1 ** t)))
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)
@@ -64,6 +68,11 @@ class Adamax(Optimizer):
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"])
         return loss
+
+
+def _learnable(lr):
+    """Whether ``lr`` is a tensor that requires grad."""
+    return isinstance(lr, Tensor) and lr.requires_grad
 
 
 def _update(x, g, m, u, coef, *, lr, beta1, beta2, eps, weight_decay, foreach=False):
@@ -89,7 +98,7 @@ def _update_graph(x, g, m, u, coef, *, beta1, beta2, eps):
     m.lerp_(g, 1 - beta1)
     norms = ember.cat([u.mul_(beta2).unsqueeze(0), (g.abs() + eps).unsqueeze(0)], 0)
     u.copy_(ember.amax(norms, 0))
-    x.addcdiv_(m, u, value=-coef)
+    x.addcdiv_(m, u, value=-plain_rate(coef, "addcdiv_(): argument 'value'"))
 
 
 def _update_16(x, g, m, u, coef, *, beta1, beta2, eps, weight_decay, foreach):

@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 
+from ember._dtype import get_default_dtype
+from ember._tensor import Tensor
 from ember.backend import xp_of
 from ember.backend.fused import fma
 from ember.optim import _steps16 as s16
@@ -59,11 +61,14 @@ class ASGD(Optimizer):
                 except ValueError as error:
                     raise _stale_average(error, x.shape, ax.shape,
                                          multi or float(mu) != 1) from None
+                # (on the step count's tensor, or as PyTorch's as_tensor of a number: the
+                # default dtype's, whatever dtype the state has, e.g. float64 once loaded)
                 if multi:
-                    eta[...] = _tensor_eta(lr, lambd, t, group["alpha"], eta.dtype)
+                    eta[...] = _multi_eta(group, lr, t, self.state[p]["step"])
                 else:
-                    eta[...] = lr / ((1 + lambd * lr * t) ** group["alpha"])
-                mu[...] = 1 / max(1, t - group["t0"])
+                    eta[...] = _as_tensor(lr / ((1 + lambd * lr * t) ** group["alpha"]),
+                                          group["lr"])
+                mu[...] = _as_tensor(1 / max(1, t - group["t0"]))
                 if not group["differentiable"]:     # a graph step's ops bump it
                     p._bump_version()
             for p in nested:        # nested tensors (PyTorch steps them with their ops)
@@ -103,8 +108,8 @@ def _stale_multi_step(states, group, nested):
         check_shapes(ax.shape, move.shape)
         _addcmul_(ax, move, mu, 1)
     for p, _, _, t, eta, mu, _ in items:
-        eta[...] = _tensor_eta(lr, lambd, t, group["alpha"], eta.dtype)
-        mu[...] = 1 / max(1, t - group["t0"])
+        eta[...] = _multi_eta(group, lr, t, states[p]["step"])
+        mu[...] = _as_tensor(1 / max(1, t - group["t0"]))
         p._bump_version()
 
 
@@ -138,7 +143,7 @@ def _single_update(x, g, ax, eta, mu, *, lambd, weight_decay):
         g = _plus_scaled(g, weight_decay, x) if hasattr(g, "flags") else g + weight_decay * x
     scale_(x, 1 - lambd * eta)
     if not hasattr(x, "flags"):             # differentiable: recorded tensor ops
-        x -= eta * g
+        x.add_(g, alpha=-eta)
     else:
         x[...] = _plus_scaled(x, -eta, g)
     if mu == 1 and not hasattr(ax, "flags"):   # differentiable: PyTorch's ax.copy_(param),
@@ -172,6 +177,23 @@ def _addcmul_(a, t, scalar, value):
         a[...] = fma(xp_of(a), t * np.float32(value), scalar, a)
     else:
         a += (t * value) * scalar.astype(a.dtype)
+
+
+def _multi_eta(group, lr, t, step):
+    """eta as the multi-tensor step computes it on the 0-d ``step`` count: in its dtype, or
+    a float64 tensor lr's (the two 0-d tensors promote)."""
+    dtype = step.dtype.np
+    if isinstance(group["lr"], Tensor) and group["lr"].dtype.itemsize == 8:
+        dtype = np.dtype(np.float64)
+        lr = dtype.type(group["lr"].item())
+    return _tensor_eta(lr, group["lambd"], t, group["alpha"], dtype)
+
+
+def _as_tensor(number, lr=None):
+    """``number`` rounded as ``torch.as_tensor`` makes it: the default dtype, or a tensor
+    ``lr``'s dtype where the number was computed from it."""
+    d = lr.dtype if isinstance(lr, Tensor) else get_default_dtype()
+    return float(np.asarray(number, d.np))
 
 
 def _tensor_eta(lr, lambd, t, alpha, dtype):

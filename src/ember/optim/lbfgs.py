@@ -76,6 +76,9 @@ class LBFGS(Optimizer):
     @no_grad()
     def step(self, closure):
         """Run up to ``max_iter`` L-BFGS iterations; returns the closure's first loss."""
+        if len(self.param_groups) != 1:     # (a group added after construction)
+            raise AssertionError(
+                f"Expected exactly one param_group, but got {len(self.param_groups)}")
         group = self.param_groups[0]
         lr = value(group["lr"])
         max_iter, max_eval = group["max_iter"], group["max_eval"]

@@ -49,8 +49,15 @@ def _set_lr(group, lr):
 
 
 def _lr(group):
+    """The group's lr as a schedule computes from it: a float32 (or 16-bit) tensor's as a
+    NumPy scalar of its dtype, so that each operation rounds to it as PyTorch's arithmetic on
+    the tensor does (``lr * 0.9`` of a float32 lr is float32 times float32(0.9))."""
     lr = group["lr"]
-    return lr.item() if isinstance(lr, Tensor) else lr
+    if not isinstance(lr, Tensor):
+        return lr
+    if lr.dtype.is_floating_point and lr.dtype.itemsize < 8:
+        return lr.dtype.np.type(lr.item())
+    return lr.item()
 
 
 def _last_lrs(optimizer):
@@ -535,7 +542,7 @@ class ReduceLROnPlateau(LRScheduler):
                     "groups.")
             self.min_lrs = [self.default_min_lr] * len(groups)
         for group, min_lr in zip(groups, self.min_lrs):
-            old = _lr(group)
+            old = _value(group["lr"])       # (a Python float, as PyTorch's float(lr))
             new = max(old * self.factor, min_lr)
             if old - new > self.eps:
                 _set_lr(group, new)

@@ -104,6 +104,10 @@ def _update(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, bet
                 decoupled=decoupled)
     denom = (v / bias_correction2) ** 0.5
     denom += eps
+    if isinstance(x, Tensor):   # differentiable=True: PyTorch's two addcdiv_ of scaled terms
+        x.addcdiv_(g * -grad_coef, denom)
+        x.addcdiv_(m * -avg_coef, denom)
+        return
     x -= grad_coef * g / denom
     x -= avg_coef * m / denom
 

@@ -237,6 +237,8 @@ class Optimizer:
                 self.state[key] = value
         self.param_groups = [_loaded_group(ours, theirs)
                              for ours, theirs in zip(self.param_groups, saved_groups)]
+        # (PyTorch loads through __setstate__: a group added later gets differentiable too)
+        self.defaults.setdefault("differentiable", False)
         self._upgrade()
         for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
             hook(self)

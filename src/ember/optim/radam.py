@@ -7,7 +7,7 @@ from ember._tensor import Tensor
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, step_like, root_plus, slot,
+from ember.optim._state import (apply_updates, descend_, grads_of, step_like, root_plus, slot,
                                 state_like, step_count, value, uncounter)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -96,10 +96,7 @@ def _update(x, g, m, v, coef, rectified, terms, *, lr, beta1, beta2, eps, weight
                 decoupled=decoupled)
     if isinstance(m, Tensor):   # a tensor lr's product saves m, which the next step modifies
         m = m.clone()
-    if rectified:
-        x -= coef * m / root_plus(v, eps)
-    else:
-        x -= coef * m
+    descend_(x, coef * m / root_plus(v, eps) if rectified else coef * m, 1)
 
 
 def _update_16(x, g, m, v, rectified, bias_correction1, bias_correction2, rect, *, lr, beta1,

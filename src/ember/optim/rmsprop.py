@@ -5,7 +5,8 @@ import functools
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, slot, state_like,
+from ember.optim._state import (apply_updates, grads_of, lr_of, plain_rate, step_like, slot,
+                                state_like,
                                 step_count, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -133,4 +134,4 @@ def _update_graph(x, g, v, gbar, b, *, lr, alpha, eps, weight_decay, momentum, c
         b.mul_(momentum).addcdiv_(g, avg)
         x.add_(b, alpha=-lr)
     else:
-        x.addcdiv_(g, avg, value=-lr)
+        x.addcdiv_(g, avg, value=-plain_rate(lr, "addcdiv_(): argument 'value'"))

@@ -6,7 +6,8 @@ from ember._tensor import _make
 from ember.backend import xp_of
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_lr
-from ember.optim._state import (check_shapes, grads_of, step_like, number_lr, real, real_view,
+from ember.optim._state import (check_shapes, grads_of, step_like, number_lr, plain_rate, real,
+                                real_view,
                                 stale_in, state_like, step_count)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -61,9 +62,11 @@ def _stepped_state(state, p, x, group):
     """``(xp, prev, step sizes, eta+, eta-)`` for parameter ``p`` (array ``x``), its state
     made on its first step and its step counted."""
     if not state:
-        lr = number_lr(group)          # each real component steps by lr
-        state.update(step=step_like(p, group), prev=state_like(p),
-                     step_size=state_like(p, complex(lr, lr) if p.is_complex() else lr))
+        state.update(step=step_like(p, group), prev=state_like(p))
+        # each real component steps by lr; a learnable lr is refused by PyTorch's full_like
+        plain_rate(group["lr"], "full_like(): argument 'fill_value' (position 2)")
+        lr = number_lr(group)
+        state["step_size"] = state_like(p, complex(lr, lr) if p.is_complex() else lr)
     step_count(state)
     down, up = group["etas"]
     if s16.is_16(x):    # PyTorch writes them into a sign tensor of x's dtype

@@ -10,8 +10,8 @@ from ember.backend import xp_of
 from ember.backend.cpu_kernels import TORCH_16_BIT_LANES
 from ember.autograd.grad_mode import no_grad
 from ember.optim._checks import check_fused, check_tensor_lr
-from ember.optim._state import (apply_updates, check_shapes, complex_message, grads_of, lr_of,
-                                slot, value)
+from ember.optim._state import (apply_updates, check_shapes, complex_message, descend_, grads_of,
+                                lr_of, slot, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["SGD"]
@@ -144,7 +144,7 @@ def _update(x, g, b, first, *, lr, momentum, dampening, weight_decay, nesterov, 
         # a new array under foreach too: PyTorch's multi-tensor Nesterov step adds into p.grad
         # itself, against its rule that optimizers leave gradients alone (not copied)
         g = g + momentum * b if nesterov else b
-    x -= lr * g
+    descend_(x, g, lr)
 
 
 _update_foreach = functools.partial(_update, foreach=True)
