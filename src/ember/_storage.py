@@ -122,7 +122,10 @@ class _Storage:
         return self.tolist()[i]
 
     def __repr__(self):
-        body = " " + "\n ".join(map(str, self.tolist()))
+        if self.device.type == "meta":      # no values to show
+            body = "..."
+        else:
+            body = " " + "\n ".join(map(str, self.tolist()))
         return (f"{body}\n[ember.storage.{type(self).__name__}({self._describe()}) "
                 f"of size {self.size()}]")
 

@@ -323,8 +323,7 @@ class Tensor:
                             f"Use Tensor.cpu() to copy the tensor to host memory first.")
         _check_numpy_dtype(self.dtype)
         arr = self._data
-        # a header of its own (as PyTorch's): reshaping or freezing the array the caller gets
-        # leaves the tensor as it is
+        # a header of its own (as PyTorch's): reshaping or freezing the caller's array is harmless
         return arr.view() if type(arr) is np.ndarray else _to_host(arr)
 
     __array_priority__ = 1000       # ``np.float64(2) * t`` defers to Tensor: a tensor
@@ -454,9 +453,10 @@ class Tensor:
         return tensor_repr(self, tensor_contents)
 
     def __format__(self, spec):
-        if self._data.ndim == 0:                 # f"{loss}" prints 0.25, as in PyTorch
-            return format(self.item(), spec)
-        return object.__format__(self, spec) if spec else repr(self)
+        if type(self) is Tensor and self._data.ndim == 0 and type(self._data) is not MetaArray:
+            return format(self.item(), spec)    # f"{loss}" prints 0.25, as in PyTorch
+        from ember._tensor_str import tensor_format     # (subclasses, meta: their repr)
+        return tensor_format(self, spec)
 
     def __reduce_ex__(self, protocol):
         from ember._creation import _rebuild_from_type, _rebuild_tensor, _rebuild_view

@@ -18,7 +18,8 @@ import numpy as np
 from ember import _dtype
 from ember.backend import host_array, xp_of
 
-__all__ = ["set_printoptions", "get_printoptions", "printoptions", "tensor_repr"]
+__all__ = ["set_printoptions", "get_printoptions", "printoptions", "tensor_repr",
+           "tensor_format"]
 
 
 @dataclasses.dataclass
@@ -277,7 +278,10 @@ def tensor_repr(t, tensor_contents=None):
     else:
         body = _contents(t, indent)
     text = _close(prefix + body, _suffixes(t), indent)
-    return f"Parameter({text})" if prefix != "tensor(" and _is_param(t) else text
+    if prefix != "tensor(":
+        return f"Parameter({text})" if _is_param(t) else text
+    # a conjugate view made a parameter keeps its class (PyTorch's is a Parameter)
+    return "Parameter containing:\n" + text if getattr(t, "_is_param", False) else text
 
 
 def _is_param(t):
@@ -286,3 +290,25 @@ def _is_param(t):
     return getattr(t, "_is_param", False) or any(
         c.__name__ == "Parameter" and c.__module__.startswith("ember.nn")
         for c in type(t).__mro__)
+
+
+# ember's own subclasses that stand for PyTorch's plain Tensor (conjugate views, sparse,
+# batched and dual tensors): PyTorch's type of such a tensor is Tensor itself
+_STAND_INS = frozenset({"ember._conj_view", "ember.sparse._tensor", "ember.func._batched",
+                        "ember.autograd.forward_ad", "ember.func._forward_primal"})
+
+
+def tensor_format(t, spec):
+    """``format(t, spec)``: a 0-dim tensor formats its value (``f"{loss:.3f}"``), as PyTorch's
+    does for its plain Tensor type only; anything else prints as ``str(t)`` and refuses a
+    format spec with object's TypeError, naming the class as PyTorch's would."""
+    from ember._tensor import Tensor
+    cls = type(t)
+    plain = cls is Tensor or cls.__module__ in _STAND_INS
+    param = plain and getattr(t, "_is_param", False)    # (PyTorch's is of class Parameter)
+    if plain and not param and t.dim() == 0 and not t.is_meta:
+        return format(t.detach().item(), spec)
+    if spec:
+        name = ("Parameter" if param else "Tensor") if plain else cls.__name__
+        raise TypeError(f"unsupported format string passed to {name}.__format__")
+    return str(t)

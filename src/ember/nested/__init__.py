@@ -9,6 +9,7 @@ components (_strided_ops.py), as PyTorch's strided nested tensors run them."""
 
 import ember
 from ember._dtype import WIDE_UNSIGNED as _WIDE_UNSIGNED
+from ember._tensor_str import _close
 from ember._warn import warn_once
 from ember.ops._recording import rename_node
 from ember.nested._jagged import JaggedTensor
@@ -33,11 +34,13 @@ class NestedTensor:
     is_nested = True
     is_sparse = is_sparse_csr = False
 
-    def __init__(self, components, is_leaf=True, *, quiet=False, dtype=None):
+    def __init__(self, components, is_leaf=True, *, quiet=False, dtype=None,
+                 requires_grad=False):
         self._components = list(components)
         share(self._components)     # (see NOTE [Nested versions])
         self._is_leaf = is_leaf
         self._empty_dtype = dtype       # (the dtype of one with no components)
+        self._empty_grad = requires_grad    # (and whether it requires grad)
         if not quiet:       # (PyTorch's view of a dense tensor, and a stored .grad, do not warn)
             warn_once(NESTED_PROTOTYPE)
 
@@ -64,7 +67,9 @@ class NestedTensor:
 
     @property
     def requires_grad(self):
-        """Whether any component requires grad."""
+        """Whether any component requires grad (one without components: as made)."""
+        if not self._components:
+            return self._empty_grad
         return any(t.requires_grad for t in self._components)
 
     @property
@@ -250,7 +255,8 @@ class NestedTensor:
 
     def detach(self):
         """A nested tensor of the components detached from the graph (a leaf)."""
-        return NestedTensor(_leaf_parts(t.detach() for t in self._components))
+        return NestedTensor(_leaf_parts(t.detach() for t in self._components),
+                            dtype=self._empty_dtype)
 
     def detach_(self):
         """Detach the components from the graph (sharing their storage): self, now a leaf."""
@@ -296,7 +302,7 @@ class NestedTensor:
     def clone(self):
         """A nested tensor of copies of the components, on the same graph."""
         return NestedTensor((t.clone() for t in self._components), self._is_leaf and
-                            not self.requires_grad)
+                            not self.requires_grad, dtype=self._empty_dtype)
 
     def to(self, *args, **kwargs):
         """The components converted by ``Tensor.to`` (dtype, device); self when none
@@ -315,8 +321,9 @@ class NestedTensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
                                "you want to use a computed variable in a subgraph that doesn't "
                                "require differentiation use var_no_grad = var.detach().")
-        for t in self._components:
+        for t in self._components or [ember.empty(0, dtype=self.dtype)]:  # (its dtype check)
             t.requires_grad_(requires_grad)
+        self._empty_grad = requires_grad
         _leaf_parts(self._components)
         return self
 
@@ -373,13 +380,20 @@ class NestedTensor:
         grad = self.requires_grad
         body = ",\n".join("  " + _component_repr(t, grad).replace("\n", "\n  ")
                           for t in self._components)
+        suffix = [f"device='{self.device}'"] if self.device.type != "cpu" else []
         if not grad:
-            suffix = ""
+            pass
         elif self._is_leaf:
-            suffix = ", requires_grad=True"
+            suffix.append("requires_grad=True")
         else:
-            suffix = f", grad_fn=<{type(self.grad_fn).__name__}>"
-        return f"nested_tensor([\n{body}\n]{suffix})"
+            suffix.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
+        # (the suffixes wrap at the line width as a tensor's do)
+        return _close(f"nested_tensor([\n{body}\n]", suffix, len("nested_tensor("))
+
+    def __format__(self, spec):
+        if spec:        # (PyTorch's strided nested tensor is of class Tensor)
+            raise TypeError("unsupported format string passed to Tensor.__format__")
+        return str(self)
 
 
 def by_components(x):
@@ -427,8 +441,8 @@ def _sizes(nt):
 
 
 def _component_repr(t, grad):
-    if grad:            # (a copied component's own grad_fn is not shown)
-        return t.detach().__repr__(tensor_contents=None)[:-1] + ", requires_grad=True)"
+    if grad:            # (a copied component's own grad_fn is not shown; the suffix wraps)
+        return repr(t.detach().requires_grad_())
     return repr(t)
 
 
@@ -513,9 +527,15 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
         return _jagged_build.from_tensor_list(tensors, dtype, device, requires_grad)
     _check_same_dim(tensors)
     _check_buffer_dtype(tensors)
+    made = dtype or (tensors[0].dtype if tensors else ember.get_default_dtype())
+    if requires_grad and not (made.is_floating_point or made.is_complex):
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
+    # (every component takes the first one's dtype, as PyTorch's, unless given one)
     return NestedTensor(_leaf_parts(
-        t.to(dtype=dtype, device=device, copy=True, memory_format=ember.contiguous_format)
-        ._set_requires_grad(requires_grad) for t in tensors), dtype=dtype)
+        t.to(dtype=made, device=device, copy=True, memory_format=ember.contiguous_format)
+        ._set_requires_grad(requires_grad) for t in tensors), dtype=dtype,
+        requires_grad=requires_grad)
 
 
 def to_padded_tensor(input, padding, output_size=None):

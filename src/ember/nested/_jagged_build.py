@@ -27,6 +27,9 @@ def from_tensor_list(tensors, dtype=None, device=None, requires_grad=False, keep
     differentiable packing of them."""
     if not tensors:
         raise RuntimeError("Cannot construct a nested tensor from an empty tensor list")
+    if len({t.dtype for t in tensors}) > 1:     # (even with a dtype given, as in PyTorch)
+        raise RuntimeError("When constructing a nested tensor, all tensors in list must have "
+                           "the same dtype")
     if any(t.dim() == 0 for t in tensors):
         raise RuntimeError("Cannot construct a nested tensor from a list of zero-dim tensors")
     from ember.nested import _check_same_dim

@@ -195,12 +195,13 @@ def type_(self, dtype=None, non_blocking=False, **kwargs):
     legacy type (``ember.cuda.FloatTensor``, ``"torch.DoubleTensor"``), which names a device
     type too."""
     if dtype is None:
-        return f"ember.{'cuda.' if self.is_cuda else ''}{self.dtype._legacy}"
+        kind = self.device.type         # (a meta tensor's is "ember.meta.FloatTensor")
+        return f"ember.{kind + '.' if kind in ('cuda', 'meta') else ''}{self.dtype._legacy}"
     legacy = legacy_type(dtype)
     if legacy is None:
         return self.to(_checked_type_dtype(dtype), non_blocking=non_blocking)
     dtype, on_cuda = legacy
-    if on_cuda == self.is_cuda:
+    if self.device.type == ("cuda" if on_cuda else "cpu"):     # (meta: to the CPU, refused)
         return self.to(dtype, non_blocking=non_blocking)
     return self.to("cuda" if on_cuda else "cpu", dtype, non_blocking=non_blocking)
 

@@ -478,7 +478,8 @@ class SparseTensor(ValuesBacked, Tensor):
         return sparse_repr(self)
 
     def __format__(self, spec):
-        return object.__format__(self, spec) if spec else repr(self)
+        from ember._tensor_str import tensor_format      # f"{loss}" prints 0.25, as in PyTorch
+        return tensor_format(self, spec)
 
     def __len__(self):
         if not self._size:
