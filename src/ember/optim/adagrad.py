@@ -11,7 +11,7 @@ from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
 from ember.optim._state import (apply_updates, grads_of, lr_of, plain_rate, sparse_param,
                                 step_like, slot,
-                                state_like, step_count, uncounter)
+                                state_like, step_count, uncounter, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 from ember.sparse._invariants import warn_if_implicit
 
@@ -56,7 +56,9 @@ class Adagrad(Optimizer):
         """Perform one optimization step."""
         loss = closure_loss(closure)
         for group in self.param_groups:
-            lr, decay = lr_of(group), group["lr_decay"]
+            # (PyTorch's fused kernel takes a tensor lr as a double: lr.item())
+            lr = value(group["lr"]) if group["fused"] else lr_of(group)
+            decay = group["lr_decay"]
             params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"], "Adagrad", takes_sparse=True,
                                   graph=group["differentiable"]):

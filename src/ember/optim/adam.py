@@ -72,6 +72,8 @@ class Adam(Optimizer):
                 params.append(p)
                 updates.append(self._moments(p, x, g, group))
             diff = group["differentiable"]
+            if params and group["foreach"] and not (diff or group["capturable"]):
+                _refuse_tensor_betas(self.state, params, group["betas"])
             update = (_update_graph if diff else _update_fused if group["fused"]
                       else _update_foreach if group["foreach"] else _update)
             if group["foreach"] and not diff and stale.is_stale(updates, (2, 3, 4)):
@@ -248,6 +250,17 @@ def _tensor_betas(betas, foreach, capturable):
         if b.numel() != 1:
             raise ValueError(f"Tensor betas[{i}] must be 1-element")
     return tuple(b.reshape(()) for b in betas)
+
+
+def _refuse_tensor_betas(states, params, betas):
+    """PyTorch's foreach step refuses a group's tensor betas (one a group's own, unchecked at
+    construction) once the states are made, the step counts not yet taken."""
+    for i, b in enumerate(betas):
+        if isinstance(b, Tensor):
+            for p in params:
+                states[p]["step"]._data -= 1
+            raise ValueError(f"beta{i + 1} as a Tensor is not supported for capturable=False "
+                             "and foreach=True")
 
 
 def _check(lr, betas, eps, weight_decay):

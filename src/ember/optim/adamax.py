@@ -44,6 +44,8 @@ class Adamax(Optimizer):
             # a learnable lr (refused at the update, as PyTorch's addcdiv_ refuses it)
             learnable = group["differentiable"] and _learnable(group["lr"])
             beta1, beta2 = group["betas"]
+            # (PyTorch's foreach step takes a tensor lr as lr.item(): its rates are doubles)
+            rate = float(lr) if group["foreach"] and not group["differentiable"] else lr
             params, updates = [], []
             for p, x, g in grads_of(group, group["maximize"], "Adamax",
                                     graph=group["differentiable"]):
@@ -55,7 +57,7 @@ class Adamax(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
                                 slot(state["exp_inf"], group),
-                                (group["lr"] if learnable else lr) / (1 - beta1 ** t)))
+                                (group["lr"] if learnable else rate) / (1 - beta1 ** t)))
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)

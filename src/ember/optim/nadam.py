@@ -44,6 +44,8 @@ class NAdam(Optimizer):
             lr = lr_of(group)
             beta1, beta2 = group["betas"]
             psi = group["momentum_decay"]
+            # (PyTorch's foreach step takes a tensor lr as lr.item(): its rates are doubles)
+            rate = float(lr) if group["foreach"] and not group["differentiable"] else lr
             params, updates, kept = [], [], {}
             for p, x, g in grads_of(group, group["maximize"], "NAdam",
                                     graph=group["differentiable"]):
@@ -60,7 +62,7 @@ class NAdam(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
                                 slot(state["exp_avg_sq"], group), 1 - beta2 ** t,
-                                *_coefs(lr, mu, mu_next, product, group["differentiable"])))
+                                *_coefs(rate, mu, mu_next, product, group["differentiable"])))
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)

@@ -7,8 +7,8 @@ from ember._tensor import Tensor
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, descend_, grads_of, step_like, root_plus, slot,
-                                state_like, step_count, value, uncounter)
+from ember.optim._state import (apply_updates, descend_, grads_of, number_lr, step_like,
+                                root_plus, slot, state_like, step_count, value, uncounter)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
@@ -43,6 +43,10 @@ class RAdam(Optimizer):
         for group in self.param_groups:
             # a tensor lr multiplies the float64 terms as a number does, as PyTorch's does
             lr = group["lr"] if group["differentiable"] else value(group["lr"])
+            # (but a float32 one's decoupled decay 1 - lr * wd is float32, and the foreach
+            # step computes its step sizes from it in float32, as PyTorch's tensor ops do)
+            fast = group["foreach"] and not group["differentiable"]
+            rate = lr if group["differentiable"] else number_lr(group)
             beta1, beta2 = group["betas"]
             rho_inf = 2 / (1 - beta2) - 1
             params, updates = [], []
@@ -61,8 +65,11 @@ class RAdam(Optimizer):
                     rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf
                                      / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                     coef = lr * rect * math.sqrt(bias_correction2) / bias_correction1
+                    if fast:
+                        coef = float(bias_correction2 ** 0.5 * (rate * rect / bias_correction1))
                 else:
-                    coef = lr / bias_correction1
+                    coef = float(rate * 1.0 / bias_correction1) if fast \
+                        else lr / bias_correction1
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
                                 slot(state["exp_avg_sq"], group), coef, rectified,
@@ -71,12 +78,12 @@ class RAdam(Optimizer):
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)
             if group["foreach"] and not group["differentiable"] and stale.is_stale(updates):
-                stale.radam(params, updates, lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+                stale.radam(params, updates, lr=rate, beta1=beta1, beta2=beta2, eps=group["eps"],
                             weight_decay=group["weight_decay"],
                             decoupled=group["decoupled_weight_decay"])
                 continue
             apply_updates("radam", params, updates, update, undo=uncounter(self.state, group),
-                          differentiable=group["differentiable"], lr=lr, beta1=beta1,
+                          differentiable=group["differentiable"], lr=rate, beta1=beta1,
                           beta2=beta2,
                           eps=group["eps"], weight_decay=group["weight_decay"],
                           decoupled=group["decoupled_weight_decay"])
