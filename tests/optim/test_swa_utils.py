@@ -123,12 +123,20 @@ class FakeNorm(nn.Module):
 
 
 def test_update_bn_recomputes_running_stats_with_one_pass():
-    model = FakeNorm()
+    model = nn.BatchNorm1d(1, momentum=0.1)
     model.eval()
-    loader = [(ember.full((3,), float(v)), 0) for v in (1, 2, 6)]
+    loader = [(ember.full((3, 1), float(v)), 0) for v in (1, 2, 6)]
     S.update_bn(loader, model)
     assert model.running_mean.item() == 3.0 and model.momentum == 0.1
     assert not model.training
+
+
+def test_update_bn_leaves_modules_that_are_not_batch_norms_alone():
+    # as PyTorch's, only _BatchNorm subclasses count (a look-alike is not reset nor run)
+    model = FakeNorm()
+    model.running_mean.fill_(5.0)
+    S.update_bn([ember.ones(3)], model)
+    assert model.running_mean.item() == 5.0 and model.momentum == 0.1
 
 
 @pytest.mark.skipif(not hasattr(nn, "BatchNorm1d"), reason="BatchNorm1d not built yet")

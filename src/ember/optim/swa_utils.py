@@ -190,12 +190,14 @@ def _linear_anneal(t):
     return t
 
 
+@ember.no_grad()
 def update_bn(loader, model, device=None):
     """Recompute every batch-norm layer's running statistics with one pass over ``loader``
-    (cumulative averages, as after SWA)."""
+    (cumulative averages, as after SWA); instance norms keep theirs, as PyTorch's."""
+    from ember.nn.modules.batchnorm import _BatchNorm
     momenta = {}
     for module in model.modules():
-        if hasattr(module, "reset_running_stats") and hasattr(module, "momentum"):
+        if isinstance(module, _BatchNorm):
             module.reset_running_stats()
             momenta[module] = module.momentum
     if not momenta:
