@@ -23,28 +23,10 @@ import ember
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
-
-class _Diverged(Exception):
-    pass
-
-
-def _err(exc):
-    msg = str(exc).replace("ember.", "torch.").replace("ember", "torch")
-    return (type(exc).__name__, msg.split("\n")[0])
-
-
-def _call(fn, *args):
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return True, fn(*args)
-    except Exception as exc:  # noqa: BLE001 - the error itself is compared
-        return False, _err(exc)
-
-
-def _node(x):
-    ok, fn = _call(lambda: x.grad_fn)
-    return fn if not ok or fn is None else (type(fn).__name__, fn.name())
+# round 34's generator steps, reused as they are (after the importorskip above)
+from tests.parity.test_parity_view_inplace_fuzz_round34 import (  # noqa: E402
+    _MODES, _Diverged, _both_refuse, _call, _dims, _mode, _node, _plain_step, _undo_write,
+    _view_step)
 
 
 def _values(lib, x):
@@ -71,99 +53,6 @@ def _state(lib, pool, x):
 
 
 # --- the generator: picks a step from torch's tensor, returns fn(lib, *tensors) ---------------
-
-def _dims(rng, t):
-    return rng.randrange(t.dim()) if t.dim() else 0
-
-
-def _view_step(rng, t):  # noqa: C901 - one branch per view op
-    nd, shape = t.dim(), tuple(t.shape)
-    kind = rng.choice(["view", "reshape", "transpose", "t", "permute", "narrow", "select",
-                       "slice", "diagonal", "unfold", "as_strided", "expand", "squeeze",
-                       "unsqueeze", "split", "chunk", "unbind", "view_as_real",
-                       "view_as_complex", "real", "imag", "movedim", "flatten", "unflatten",
-                       "T", "mT", "H", "detach", "alias", "conj"])
-    d = _dims(rng, t)
-    if kind == "view":
-        s = (-1,) if nd < 2 or rng.random() < 0.5 else (shape[0], -1)
-        return kind + str(s), lambda lib, x, *_: x.view(*s)
-    if kind == "reshape":
-        s = shape[::-1] if rng.random() < 0.5 else (-1,)
-        return kind + str(s), lambda lib, x, *_: x.reshape(s)
-    if kind in ("transpose", "movedim"):
-        e = _dims(rng, t)
-        return (f"{kind}({d},{e})", lambda lib, x, *_: getattr(x, kind)(d, e))
-    if kind == "permute":
-        p = list(range(nd))
-        rng.shuffle(p)
-        return f"permute{p}", lambda lib, x, *_: x.permute(*p)
-    if kind == "narrow" and nd:
-        start = rng.randrange(shape[d] + 1)
-        n = rng.randrange(shape[d] - start + 1)
-        return f"narrow({d},{start},{n})", lambda lib, x, *_: x.narrow(d, start, n)
-    if kind == "select" and nd:
-        i = rng.randrange(-shape[d], shape[d]) if shape[d] else 0
-        return f"select({d},{i})", lambda lib, x, *_: x.select(d, i)
-    if kind == "slice" and nd:
-        a, st = rng.randrange(shape[d] + 1), rng.choice([1, 2, 3])
-        key = (slice(None),) * d + (slice(a, None, st),)
-        if rng.random() < 0.3:
-            key = (Ellipsis, slice(None, None, st))
-        return f"getitem{key}", lambda lib, x, *_: x[key]
-    if kind == "diagonal" and nd >= 2:
-        off = rng.randrange(-2, 3)
-        e = (d + 1) % nd
-        return f"diagonal({off},{d},{e})", lambda lib, x, *_: x.diagonal(off, d, e)
-    if kind == "unfold" and nd:
-        size, step = rng.randrange(1, max(shape[d], 1) + 1), rng.randrange(1, 3)
-        return f"unfold({d},{size},{step})", lambda lib, x, *_: x.unfold(d, size, step)
-    if kind == "as_strided":
-        store = t.untyped_storage().nbytes() // t.element_size()
-        if store == 0:
-            return None
-        st = rng.choice([0, 1, 2])
-        off = rng.randrange(store)
-        n = 1 + (store - 1 - off) // st if st else rng.randrange(1, 3)
-        n = rng.randrange(1, n + 1)
-        return (f"as_strided(({n},),({st},),{off})",
-                lambda lib, x, *_: x.as_strided((n,), (st,), off))
-    if kind == "expand":
-        s = (2,) + shape if rng.random() < 0.5 else tuple(2 if v == 1 else -1 for v in shape)
-        return f"expand{s}", lambda lib, x, *_: x.expand(*s)
-    if kind == "squeeze":
-        return (f"squeeze({d})", lambda lib, x, *_: x.squeeze(d)) if nd else (
-            "squeeze()", lambda lib, x, *_: x.squeeze())
-    if kind == "unsqueeze":
-        e = rng.randrange(-nd - 1, nd + 1)
-        return f"unsqueeze({e})", lambda lib, x, *_: x.unsqueeze(e)
-    if kind in ("split", "chunk", "unbind") and nd:
-        n = rng.randrange(1, 3)
-        if kind == "unbind":
-            k = rng.randrange(shape[d]) if shape[d] else 0
-            return f"unbind({d})[{k}]", lambda lib, x, *_: x.unbind(d)[k]
-        parts = -(-shape[d] // n) if kind == "split" else n
-        k = rng.randrange(2)
-        return (f"{kind}({parts},{d})[{k}]", lambda lib, x, *_: getattr(x, kind)(parts, d)[k])
-    # (of a wrong dtype: PyTorch first reads the view's stale history, ember checks dtypes)
-    if kind == "view_as_real" and t.is_complex():
-        return kind, lambda lib, x, *_: lib.view_as_real(x)
-    if kind == "view_as_complex" and not t.is_complex() and shape[-1:] == (2,):
-        return kind, lambda lib, x, *_: lib.view_as_complex(x)
-    if kind in ("real", "imag", "T", "mT", "H"):
-        return kind, lambda lib, x, *_: getattr(x, kind)
-    if kind == "flatten":
-        e = rng.randrange(d, nd) if nd else 0
-        return f"flatten({d},{e})", lambda lib, x, *_: x.flatten(d, e)
-    if kind == "unflatten" and nd:
-        s = (1, shape[d]) if rng.random() < 0.5 else (-1, 1)
-        return f"unflatten({d},{s})", lambda lib, x, *_: x.unflatten(d, s)
-    if kind == "detach":
-        return kind, lambda lib, x, *_: x.detach()
-    if kind == "alias":
-        return "[...]", lambda lib, x, *_: x[...]
-    if kind == "conj":
-        return kind, lambda lib, x, *_: x.conj()
-    return None
 
 
 def _inplace_step(rng, t, others):  # noqa: C901 - one branch per in-place op
@@ -264,29 +153,6 @@ def _inplace_step(rng, t, others):  # noqa: C901 - one branch per in-place op
     return None
 
 
-def _plain_step(rng, t, others):
-    kind = rng.choice(["mul2", "exp", "sin", "mul_other", "sum", "retain_grad", "clone",
-                       "where", "abs"])
-    same = [j for j, o in enumerate(others) if tuple(o.shape) == tuple(t.shape)
-            and o.dtype == t.dtype]
-    if kind == "mul2":
-        return "x*2+1", lambda lib, x, *_: x * 2 + 1
-    if kind in ("clone", "abs", "sum") and t.is_inference():
-        return None     # PyTorch's out= kernels leave the result at version 1
-    if kind in ("exp", "sin", "clone", "abs"):
-        return kind, lambda lib, x, *_: getattr(x, kind)()
-    if kind == "mul_other" and same:
-        j = rng.choice(same)
-        return f"x*pool[{j}]", lambda lib, x, *pool: x * pool[j]
-    if kind == "sum":
-        return "sum", lambda lib, x, *_: x.sum()
-    if kind == "retain_grad":
-        return kind, lambda lib, x, *_: x.retain_grad()
-    if kind == "where" and not t.is_complex():
-        return "where", lambda lib, x, *_: lib.where(x > 0, x, x * 3)
-    return None
-
-
 def _initial(lib, rng_np, with_complex):
     a = lib.tensor(rng_np[0], requires_grad=True)                    # leaf (3, 4)
     b = lib.tensor(rng_np[1])                                          # plain (3, 4)
@@ -301,33 +167,6 @@ def _initial(lib, rng_np, with_complex):
         z = lib.tensor(rng_np[0][:2, :3] + 1j * rng_np[1][:2, :3]).to(lib.complex64)
         pool.append(z.requires_grad_())
     return pool
-
-
-def _both_refuse(theirs, ours):
-    """Both refuse a write into an expanded inference tensor, for one of its two faults
-    (PyTorch names the overlap first, ember the inference tensor)."""
-    faults = ("unsupported operation: more than one element", "Inplace update to inference")
-    return not theirs[0] and not ours[0] and {theirs[1][1][:27], ours[1][1][:27]} == {
-        f[:27] for f in faults}
-
-
-def _undo_write(lib, saved):
-    if lib is torch:
-        with torch.inference_mode():
-            for p, value, meta in saved:
-                p.set_(*meta)
-                _call(p.copy_, value)
-
-
-_MODES = ["grad"] * 8 + ["no_grad", "inference_mode"]
-
-
-def _mode(lib, mode):
-    if mode == "no_grad":
-        return lib.no_grad()
-    if mode == "inference_mode":
-        return lib.inference_mode()
-    return lib.enable_grad()
 
 
 def run_program(seed, steps=10, log=None):
