@@ -49,14 +49,20 @@ def _set_lr(group, lr):
 
 
 def _lr(group):
-    """The group's lr as a schedule computes from it: a float32 (or 16-bit) tensor's as a
-    NumPy scalar of its dtype, so that each operation rounds to it as PyTorch's arithmetic on
-    the tensor does (``lr * 0.9`` of a float32 lr is float32 times float32(0.9))."""
-    lr = group["lr"]
+    """The group's lr as a schedule computes from it: a float32 or float64 tensor's as a NumPy
+    scalar of its dtype, so that each operation rounds to it as PyTorch's arithmetic on the
+    tensor does (``lr * 0.9`` of a float32 lr is float32 times float32(0.9)) and the result
+    is no Python float (``_chained`` tells them so); a 16-bit one's as a copy of the tensor
+    (PyTorch computes it in float32 with the Python number unrounded, which NumPy's 16-bit
+    scalars do not)."""
+    return _lr_value(group["lr"])
+
+
+def _lr_value(lr):
     if not isinstance(lr, Tensor):
         return lr
-    if lr.dtype.is_floating_point and lr.dtype.itemsize < 8:
-        return lr.dtype.np.type(lr.item())
+    if lr.dtype.is_floating_point:
+        return lr.dtype.np.type(lr.item()) if lr.dtype.itemsize >= 4 else lr.clone()
     return lr.item()
 
 
@@ -69,6 +75,8 @@ def _last_lrs(optimizer):
 class LRScheduler:
     """Base class: holds the optimizer, ``base_lrs`` and ``last_epoch``; ``step()``
     advances the epoch and writes ``get_lr()`` into the groups."""
+
+    _get_lr_called_within_step = False      # (set by step() on the instance)
 
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
@@ -149,11 +157,37 @@ class LRScheduler:
         # strict, as PyTorch's: a group added after the scheduler raises ValueError where the
         # values come from base_lrs (closed forms, LambdaLR, restarts, cycles)
         for group, lr in zip(self.optimizer.param_groups, values, strict=True):
-            _set_lr(group, lr)
+            old = group["lr"]           # (_set_lr inlined: the per-step path)
+            if isinstance(old, Tensor):
+                old.fill_(lr)
+            else:
+                group["lr"] = lr
         self._last_lr = _last_lrs(self.optimizer)
 
     def _current(self):
-        return [_lr(group) for group in self.optimizer.param_groups]
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        for lr in lrs:
+            if lr.__class__ is not float:
+                return [_lr_value(lr) for lr in lrs]
+        return lrs
+
+    def _chained(self, values):
+        """Chainable ``values`` as PyTorch's ``get_lr`` gives them: one computed from a tensor
+        lr as a tensor of its dtype and device (the value, rounded as computed, unchanged).
+        Within ``step()``, which only writes them into the groups, and where Python floats
+        (which come only from float lrs, see ``_lr``) they return at once, as computed."""
+        if self._get_lr_called_within_step:
+            return values
+        for value in values:
+            if value.__class__ is not float:
+                break
+        else:
+            return values
+        for i, group in enumerate(self.optimizer.param_groups):
+            lr = group["lr"]
+            if isinstance(lr, Tensor) and not isinstance(values[i], Tensor):
+                values[i] = lr.new_tensor(values[i])
+        return values
 
 
 class _LRScheduler(LRScheduler):
@@ -229,9 +263,9 @@ class MultiplicativeLR(LambdaLR):
     def get_lr(self):
         self._check_get_lr_call()
         if not self._is_initial:
-            return [lr * fn(self.last_epoch)
-                    for fn, lr in zip(self.lr_lambdas, self._current(), strict=True)]
-        return self._current()
+            return self._chained([lr * fn(self.last_epoch) for fn, lr
+                                  in zip(self.lr_lambdas, self._current(), strict=True)])
+        return self._chained(self._current())
 
 
 class StepLR(LRScheduler):
@@ -245,8 +279,8 @@ class StepLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
-            return self._current()
-        return [lr * self.gamma for lr in self._current()]
+            return self._chained(self._current())
+        return self._chained([lr * self.gamma for lr in self._current()])
 
     def _get_closed_form_lr(self):
         return [base * self.gamma ** (self.last_epoch // self.step_size)
@@ -264,9 +298,9 @@ class MultiStepLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         if self.last_epoch not in self.milestones:
-            return self._current()
+            return self._chained(self._current())
         factor = self.gamma ** self.milestones[self.last_epoch]
-        return [lr * factor for lr in self._current()]
+        return self._chained([lr * factor for lr in self._current()])
 
     def _get_closed_form_lr(self):
         reached = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
@@ -286,10 +320,10 @@ class ConstantLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         if self.last_epoch == 0:
-            return [lr * self.factor for lr in self._current()]
+            return self._chained([lr * self.factor for lr in self._current()])
         if self.last_epoch != self.total_iters:
-            return self._current()
-        return [lr * (1.0 / self.factor) for lr in self._current()]
+            return self._chained(self._current())
+        return self._chained([lr * (1.0 / self.factor) for lr in self._current()])
 
     def _get_closed_form_lr(self):
         done = self.last_epoch >= self.total_iters
@@ -315,13 +349,13 @@ class LinearLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         if self.last_epoch == 0:
-            return [lr * self.start_factor for lr in self._current()]
+            return self._chained([lr * self.start_factor for lr in self._current()])
         if self._is_initial or self.last_epoch > self.total_iters:
-            return self._current()
+            return self._chained(self._current())
         span = self.end_factor - self.start_factor
         factor = 1.0 + span / (self.total_iters * self.start_factor
                                + (self.last_epoch - 1) * span)
-        return [lr * factor for lr in self._current()]
+        return self._chained([lr * factor for lr in self._current()])
 
     def _get_closed_form_lr(self):
         frac = min(self.total_iters, self.last_epoch) / self.total_iters
@@ -339,8 +373,8 @@ class ExponentialLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         if self._is_initial:
-            return self._current()
-        return [lr * self.gamma for lr in self._current()]
+            return self._chained(self._current())
+        return self._chained([lr * self.gamma for lr in self._current()])
 
     def _get_closed_form_lr(self):
         return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
@@ -357,10 +391,10 @@ class PolynomialLR(LRScheduler):
     def get_lr(self):
         self._check_get_lr_call()
         if self._is_initial or self.last_epoch > self.total_iters:
-            return self._current()
+            return self._chained(self._current())
         factor = ((1.0 - self.last_epoch / self.total_iters)
                   / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
-        return [lr * factor for lr in self._current()]
+        return self._chained([lr * factor for lr in self._current()])
 
     def _get_closed_form_lr(self):
         frac = min(self.total_iters, self.last_epoch) / self.total_iters
@@ -379,15 +413,15 @@ class CosineAnnealingLR(LRScheduler):
         self._check_get_lr_call()
         t, T, lo = self.last_epoch, self.T_max, self.eta_min  # noqa: N806
         if self._is_initial:
-            return self._current()
+            return self._chained(self._current())
         if self._step_count == 1 and t > 0:
             return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2
                     for base in self.base_lrs]
         if (t - 1 - T) % (2 * T) == 0:
-            return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
-                    for base, lr in zip(self.base_lrs, self._current(), strict=True)]
+            return self._chained([lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
+                                  for base, lr in zip(self.base_lrs, self._current(), strict=True)])
         ratio = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
-        return [ratio * (lr - lo) + lo for lr in self._current()]
+        return self._chained([ratio * (lr - lo) + lo for lr in self._current()])
 
     def _get_closed_form_lr(self):
         return [self.eta_min + (base - self.eta_min)

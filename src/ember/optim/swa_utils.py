@@ -7,7 +7,7 @@ import math
 
 import ember
 from ember.nn.modules.module import Module
-from ember.optim.lr_scheduler import LRScheduler, _lr
+from ember.optim.lr_scheduler import LRScheduler, _copy, _lr
 
 __all__ = ["AveragedModel", "SWALR", "update_bn", "get_ema_multi_avg_fn",
            "get_swa_multi_avg_fn", "get_ema_avg_fn", "get_swa_avg_fn"]
@@ -142,7 +142,7 @@ class SWALR(LRScheduler):
                              f"swa_lr has {len(swa_lrs)} values, param_groups has "
                              f"{len(groups)}.")
         for lr, group in zip(swa_lrs, groups):
-            group["swa_lr"] = lr
+            group["swa_lr"] = _copy(lr)         # (a tensor cloned per group, as PyTorch's)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
@@ -175,10 +175,18 @@ class SWALR(LRScheduler):
         prev_alpha = self.anneal_func(max(0, min(1, (step - 1) / span)))
         alpha = self.anneal_func(max(0, min(1, step / span)))
         out = []
+        within_step = self.__dict__.get("_get_lr_called_within_step")  # (only sets the lrs)
         for group in self.optimizer.param_groups:
             swa = group["swa_lr"]
-            start = swa if prev_alpha == 1 else (_lr(group) - prev_alpha * swa) / (1 - prev_alpha)
-            out.append(swa * alpha + start * (1 - alpha))
+            # a tensor swa_lr: the tensor lr itself, promoting with it as PyTorch's
+            lr = group["lr"] if isinstance(swa, ember.Tensor) else _lr(group)
+            start = swa if prev_alpha == 1 else (lr - prev_alpha * swa) / (1 - prev_alpha)
+            lr = swa * alpha + start * (1 - alpha)
+            # from a tensor lr a tensor of its dtype, as PyTorch's; from swa_lr alone as it is
+            if prev_alpha != 1 and isinstance(group["lr"], ember.Tensor) \
+                    and not isinstance(lr, ember.Tensor) and not within_step:
+                lr = group["lr"].new_tensor(lr)
+            out.append(lr)
         return out
 
 
