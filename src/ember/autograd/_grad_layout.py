@@ -5,9 +5,13 @@ def layout_copy(g, v):
     """A copy of the gradient array ``g`` laid out as PyTorch's gradient layout contract asks:
     with the strides of the leaf's array ``v`` when ``v`` is dense (a channels-last or
     transposed leaf gets a gradient like it, to the strides of its size-1 dims), else
-    row-major."""
-    if g.strides == v.strides and g.flags.c_contiguous or not dense_leaf(v):
+    row-major. A gradient of another shape (the leaf was reshaped under no_grad) is
+    broadcast to the leaf's, or refused as PyTorch's copy refuses it."""
+    if g.strides == v.strides and g.flags.c_contiguous and g.shape == v.shape \
+            or not dense_leaf(v):
         return g.copy()
+    if g.shape != v.shape:
+        _check_copy(g.shape, v.shape)
     from ember.backend import xp_of
     xp = xp_of(g)
     laid = xp.empty_like(v, dtype=g.dtype, order="K")
@@ -16,6 +20,20 @@ def layout_copy(g, v):
         laid = xp.lib.stride_tricks.as_strided(laid, strides=strides)
     laid[...] = g
     return laid
+
+
+def _check_copy(src, dst):
+    """PyTorch's error for copying a gradient of shape ``src`` into a leaf of shape ``dst``
+    (``copy_``'s: the shapes do not broadcast, or only to a larger one)."""
+    import numpy as np
+    try:
+        joint = np.broadcast_shapes(dst, src)
+    except ValueError:
+        from ember.ops._op_errors import broadcast_message
+        raise RuntimeError(broadcast_message([dst, src])) from None
+    if joint != tuple(dst):
+        raise RuntimeError(f"output with shape {list(dst)} doesn't match the broadcast shape "
+                           f"{list(joint)}")
 
 
 def owned_in_layout(g, v, enforce=True, owned=True):

@@ -56,6 +56,29 @@ def meta_call(op, inputs, params, out=None):
     if op.name == "_to_copy" and params[1] is not None and params[1].type != "meta":
         raise NotImplementedError(NO_DATA)
     shrink = op.name in _elementwise() and op.name not in _NOT_BROADCAST
+    outputs = _view_on_probe(op, inputs, params, flat[0]) if op.view and not shrink else None
+    if outputs is None:
+        outputs = _results(op, inputs, params, flat, shrink)
+        if op.view:
+            outputs = _laid_out_views(op, inputs, params, flat[0], outputs)
+    if op.view:
+        _mark_view(op, flat[0], params, outputs)
+    elif type(outputs) is not tuple:
+        _lay_out_result(op, inputs, flat, params, outputs, shrink)
+    requires_grad = any(isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None)
+                        for x in flat)
+    if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
+        node = _record(op, flat, lengths, params, outputs)
+        node.__class__ = _meta_node_class(type(node))
+    if out is not None:
+        return _write_out(op, out, outputs, requires_grad, flat)
+    if op.namedtuple is not None:
+        return op.namedtuple(*outputs)
+    return outputs
+
+
+def _results(op, inputs, params, flat, shrink):
+    """The op's meta results (row-major), computed on stand-ins of its meta operands."""
     shape = _broadcast(op, flat) if shrink else None
     product = _product(op, inputs, params, flat) if op.name in _PRODUCT_SHAPES else None
     if product is not None:
@@ -71,24 +94,8 @@ def meta_call(op, inputs, params, out=None):
                 raise
             res = _on_stand_ins(op, inputs, params, False, identity=True)
     if type(res) is tuple:
-        outputs = tuple(_meta_result(r, shape) for r in res)
-    else:
-        outputs = _meta_result(res, shape)
-    if op.view:
-        outputs = _laid_out_views(op, inputs, params, flat[0], outputs)
-        _mark_view(op, flat[0], params, outputs)
-    elif type(outputs) is not tuple:
-        _lay_out_result(op, inputs, flat, params, outputs, shrink)
-    requires_grad = any(isinstance(x, Tensor) and (x._requires_grad or x._grad_fn is not None)
-                        for x in flat)
-    if requires_grad and _GRAD.grad_enabled and op.vjp is not None:
-        node = _record(op, flat, lengths, params, outputs)
-        node.__class__ = _meta_node_class(type(node))
-    if out is not None:
-        return _write_out(op, out, outputs, requires_grad, flat)
-    if op.namedtuple is not None:
-        return op.namedtuple(*outputs)
-    return outputs
+        return tuple(_meta_result(r, shape) for r in res)
+    return _meta_result(res, shape)
 
 
 def meta_inplace(op, self, inputs, params):
@@ -248,22 +255,61 @@ _SAME_LAYOUT = {"conj", "_neg_view", "positive", "_kernel_input", "_alias"}
 _MAYBE_COPY = {"reshape", "flatten", "unflatten", "view", "_unsafe_view"}
 
 
+def _probe(meta):
+    """A read-only NumPy array of meta array ``meta``'s shape and strides over one element
+    (a view op reads none of them), and its address."""
+    from ember._memory_format import restrided
+    from ember._storage_place import _address
+    probe = restrided(np, np.zeros(1, meta.dtype), meta.shape, meta.strides)
+    probe.flags.writeable = False
+    return probe, _address(probe)
+
+
+def _view_on_probe(op, inputs, params, x):
+    """The results of view op ``op`` on meta tensor ``x``, laid out as PyTorch's meta views
+    are, from one run of the op on a probe of ``x`` (``_probe``): the view itself gives their
+    shapes, dtypes, strides and offsets. None where a probe cannot stand in: an op that reads
+    its input (``_SAME_LAYOUT``), a reshape that may copy (a non-contiguous input), a probe
+    the op refuses (the stand-ins then give its error, or a row-major result as before)."""
+    if not isinstance(x, Tensor) or type(x._data) is not MetaArray or op.name in _SAME_LAYOUT:
+        return None
+    meta = x._data
+    if op.name in _MAYBE_COPY and op.name != "view" and meta.layout is not None \
+            and not meta._c_contiguous():   # (NumPy's flag: the probe's)
+        return None
+    probe, start = _probe(meta)
+    from ember.ops._registry import RAW_OUTPUTS, call
+    swapped = tuple(_make(probe) if i is x else i for i in inputs)
+    try:
+        with no_grad():
+            res = call(op, swapped, params, RAW_OUTPUTS)
+    except Exception:                   # noqa: BLE001 - (the stand-ins give its error)
+        return None
+    arrays = [r._data for r in res] if type(res) is tuple else [res._data]
+    if any(type(a) is not np.ndarray for a in arrays):
+        return None
+    if op.name == "flatten" and arrays[0] is not probe:     # (as ``view``'s size-1 dims)
+        from ember.ops.shape import _unit_strides
+        arrays[0] = _unit_strides(np, probe, arrays[0])
+    from ember._storage_place import _address
+    out = tuple(_make(MetaArray(a.shape, a.dtype, (a.strides, meta.offset + _address(a) - start)))
+                for a in arrays)
+    return out if type(res) is tuple else out[0]
+
+
 def _laid_out_views(op, inputs, params, x, outputs):
     """The results of view op ``op`` on meta tensor ``x`` with the strides and storage offset
-    PyTorch's meta views have: the op runs on a *probe*, a NumPy array of ``x``'s shape and
-    strides over one element (a view op reads none of them), and its results' layouts are
-    read off. Row-major results stay so (a reshape that copies; an op the probe fails)."""
+    PyTorch's meta views have, where ``_view_on_probe`` did not give them: the op runs on a
+    probe (``_probe``) and its results' layouts are read off. Row-major results stay so (a
+    reshape that copies; an op the probe fails)."""
     if not isinstance(x, Tensor) or type(x._data) is not MetaArray:
         return outputs
     meta = x._data
     if op.name in _SAME_LAYOUT:
         return _with_layout(outputs, meta.strides, meta.offset) if type(outputs) is not tuple \
             else outputs
-    from ember._memory_format import restrided
     from ember._storage_place import _address
-    probe = restrided(np, np.zeros(1, meta.dtype), meta.shape, meta.strides)
-    probe.flags.writeable = False
-    start = _address(probe)
+    probe, start = _probe(meta)
     if op.name in _MAYBE_COPY:
         if type(outputs) is tuple:
             return outputs
