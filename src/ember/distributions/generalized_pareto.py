@@ -35,9 +35,8 @@ class GeneralizedPareto(Distribution):
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
-        upper = ember.where(self.concentration < 0,
-                            self.loc - self.scale / self.concentration,
-                            ember.full_like(self.loc, math.inf))
+        bound = self.loc - self.scale / self.concentration   # (floating for an integer loc)
+        upper = ember.where(self.concentration < 0, bound, ember.full_like(bound, math.inf))
         return constraints.interval(self.loc, upper)
 
     def _z(self, x):

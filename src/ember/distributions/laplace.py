@@ -58,8 +58,10 @@ class Laplace(Distribution):
     def cdf(self, value):
         if self._validate_args:
             self._validate_sample(value)
-        z = (value - self.loc) / self.scale
-        return 0.5 - 0.5 * z.sign() * ember.expm1(-z.abs())
+        # (the sign of value - loc, not of the standardized value: the same where scale > 0,
+        # and PyTorch's result for an unvalidated scale <= 0)
+        diff = value - self.loc
+        return 0.5 - 0.5 * diff.sign() * ember.expm1(-diff.abs() / self.scale)
 
     def icdf(self, value):
         term = value - 0.5

@@ -100,8 +100,8 @@ class MixtureSameFamily(Distribution):
     def sample(self, sample_shape=()):
         """Draw a component index and a sample of every component; keep the chosen one."""
         with ember.no_grad():
+            gather_dim = len(sample_shape) + len(self.batch_shape)     # (TypeError for an int)
             sample_shape = ember.Size(sample_shape)
-            gather_dim = len(sample_shape) + len(self.batch_shape)
             event_shape = self.event_shape
             mix_sample = self.mixture_distribution.sample(sample_shape)
             comp_samples = self.component_distribution.sample(sample_shape)

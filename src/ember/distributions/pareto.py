@@ -36,8 +36,8 @@ class Pareto(TransformedDistribution):
         # alpha scale / (alpha - 1) for alpha > 1, else inf
         finite = self.alpha > 1
         alpha = ember.where(finite, self.alpha, ember.full_like(self.alpha, 2.0))
-        return ember.where(finite, alpha * self.scale / (alpha - 1),
-                           ember.full_like(self.scale, math.inf))
+        value = alpha * self.scale / (alpha - 1)    # (floating for an integer scale too)
+        return ember.where(finite, value, ember.full_like(value, math.inf))
 
     @property
     def mode(self):
@@ -48,8 +48,8 @@ class Pareto(TransformedDistribution):
         # scale^2 alpha / ((alpha - 1)^2 (alpha - 2)) for alpha > 2, else inf
         finite = self.alpha > 2
         alpha = ember.where(finite, self.alpha, ember.full_like(self.alpha, 3.0))
-        return ember.where(finite, self.scale.pow(2) * alpha / ((alpha - 1).pow(2) * (alpha - 2)),
-                           ember.full_like(self.scale, math.inf))
+        value = self.scale.pow(2) * alpha / ((alpha - 1).pow(2) * (alpha - 2))
+        return ember.where(finite, value, ember.full_like(value, math.inf))
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):

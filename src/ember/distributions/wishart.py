@@ -79,7 +79,8 @@ class Wishart(ExponentialFamily):
         new = self._get_checked_instance(Wishart, _instance)
         batch_shape = ember.Size(batch_shape)
         matrix_shape = batch_shape + self.event_shape
-        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        # (the factor first: a batch shape it does not broadcast to names the matrix shape)
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril.expand(matrix_shape)
         new.df = self.df.expand(batch_shape)
         new._batch_dims = [-(x + 1) for x in range(len(batch_shape))]
         for name in ("covariance_matrix", "precision_matrix", "scale_tril"):
