@@ -54,7 +54,7 @@ def _from_data(data, dtype):
         data = data.view(np.ndarray)        # (a subclass's values: np.matrix, masked arrays)
         return cast_array(data, data.dtype if dtype is None else dtype.np, copy=True,
                           order="C" if 0 in data.strides and _overlaps(data) else "K")
-    huge = ()
+    huge, given = (), dtype                 # (``dtype`` may be inferred below)
     if isinstance(data, (list, tuple)):
         sizes = _leading_sizes(data)
         if 0 in sizes:
@@ -67,11 +67,12 @@ def _from_data(data, dtype):
         try:
             unwrapped = _unwrap_scalars(data, typed, huge)
         except _ManyElements:
-            raise _many_elements(data, dtype) from None
+            raise (None if dtype is not None else _uninferable(data)[0]) or _many_elements(
+                data, dtype) from None
         if typed and dtype is None:
             dtype = _sequence_dtype(data)
         if typed:
-            _check_indexable(data, dtype)
+            _check_indexable(data, dtype, given)
             if "c" in typed and dtype is not None and dtype.is_floating_point:
                 unwrapped = _real_parts(unwrapped)
         data = unwrapped
@@ -81,13 +82,13 @@ def _from_data(data, dtype):
         raise TypeError(f"new(): invalid data type '{_tp_name(data)}'")
     if isinstance(data, np.generic):
         _check_np_dtype(np.asarray(data))
-        _check_indexable(data, dtype)
+        _check_indexable(data, dtype, given)
         if dtype is not None and dtype.is_floating_point:
             data = _real_parts(data)
     try:
         arr = np.array(data)
     except ValueError as e:
-        raise _nested_error(data, dtype) or ValueError(
+        raise _nested_error(data, given) or ValueError(
             f"expected sequence of equal lengths: {e}") from None
     if dtype is D.uint64 and (arr.dtype.kind in "iuO" or _huge_int(data)):
         return _unsigned_64(data)       # (NumPy holds [2**64 - 1, 5] as float64)
@@ -98,7 +99,7 @@ def _from_data(data, dtype):
             raise ValueError("Overflow when unpacking long long")
         arr = np.array(data, dtype=floats)
     if arr.dtype == object or arr.dtype.kind in "US":
-        raise _nested_error(data, dtype) or RuntimeError(
+        raise _nested_error(data, given) or RuntimeError(
             f"Could not infer dtype of {_first_odd(data)}")
     if dtype is None:
         if isinstance(data, np.generic) and data.dtype in _SUPPORTED_NP:
@@ -232,12 +233,13 @@ _SEQUENCES = (list, tuple, range, str, bytes, np.ndarray)
 _MAX_DIMS = 64
 
 
-def _nested_error(data, dtype):
+def _nested_error(data, dtype, kinds=None):
     """PyTorch's error for nested data NumPy cannot read as one array of numbers, or None.
 
     As in PyTorch: the shape is read along the first item at each depth, then (without a
     ``dtype``) every value must have a dtype, then every sequence must have the length of
-    its depth and every value at the last depth must be a number."""
+    its depth and every value at the last depth must be a number (one with an index where
+    its dtype's kind is in ``kinds``: see ``_unindexable``)."""
     sizes, x = [], data
     while isinstance(x, _SEQUENCES) and not (isinstance(x, np.ndarray) and x.ndim == 0):
         if len(sizes) == _MAX_DIMS:
@@ -252,7 +254,7 @@ def _nested_error(data, dtype):
             return error
     else:
         kind = "bifc"[dtype.category]
-    return _misshapen(data, sizes, 0, kind)
+    return _misshapen(data, sizes, 0, kind, kinds)
 
 
 def _uninferable(x):
@@ -261,27 +263,37 @@ def _uninferable(x):
     if isinstance(x, (str, bytes)):
         return TypeError(f"new(): invalid data type '{type(x).__name__}'"), "i"
     if isinstance(x, (list, tuple, range)):
-        kind = "i"
+        kind = "i" if len(x) else "f"          # (an empty one infers the default dtype)
         for y in x:
             error, y_kind = _uninferable(y)
             if error is not None:
                 return error, kind
             kind = max(kind, y_kind, key="ifc".index)
         return None, kind
+    if isinstance(x, Tensor):
+        return None, "c" if x.is_complex() else "f" if x.is_floating_point() else "i"
     if not isinstance(x, (int, float, complex, np.number, np.bool_, np.ndarray)):
         return RuntimeError(f"Could not infer dtype of {_tp_name(x)}"), "i"
     code = np.asarray(x).dtype.kind
     return None, code if code in "fc" else "i"
 
 
-def _misshapen(x, sizes, dim, kind):
+def _misshapen(x, sizes, dim, kind, kinds=None):
     """PyTorch's error for the first item of ``x`` (at depth ``dim``) not fitting ``sizes``,
     or None; values are read as bools, integers, floating-point or complex numbers (``kind``
     "b", "i", "f" or "c")."""
     if dim == len(sizes):
-        if isinstance(x, np.ndarray) and x.ndim == 0 or isinstance(x, numbers.Number) and (
+        if kinds is not None and isinstance(x, (Tensor, np.generic, np.ndarray)) and (
+                x.ndim == 0 or isinstance(x, Tensor) and x.numel() == 1):
+            return _unindexable(x, kinds)
+        if isinstance(x, (np.ndarray, np.bool_)) and x.ndim == 0 or isinstance(
+                x, numbers.Number) and (
                 kind in "bc" or not isinstance(x, (complex, np.complexfloating))):
             return None
+        if isinstance(x, np.ndarray):           # NumPy's refusal of __index__ / __float__
+            return TypeError("only integer scalar arrays can be converted to a scalar index"
+                             if kind in "bi" else
+                             "only 0-dimensional arrays can be converted to Python scalars")
         name = type(x).__name__
         return TypeError(f"'{name}' object cannot be interpreted as an integer" if kind in "bi"
                          else f"must be real number, not {name}")
@@ -291,7 +303,7 @@ def _misshapen(x, sizes, dim, kind):
         return ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} "
                           f"(got {len(x)})")
     for y in x:
-        error = _misshapen(y, sizes, dim + 1, kind)
+        error = _misshapen(y, sizes, dim + 1, kind, kinds)
         if error is not None:
             return error
     return None
@@ -371,15 +383,18 @@ def _overlaps(ndarray):
     return any(st == 0 and n > 1 for st, n in zip(ndarray.strides, ndarray.shape))
 
 
-def _check_indexable(data, dtype):
+def _check_indexable(data, dtype, given=None):
     """PyTorch's TypeError for a value in ``data`` read into an integral or bool ``dtype``
     that it reads by ``__index__`` and that has none: a floating-point or complex tensor, a
-    NumPy bool (but into bool), float or complex scalar (a Python float is read as such)."""
+    NumPy bool (but into bool), float or complex scalar (a Python float is read as such).
+    PyTorch infers the dtype and checks the shape first: their errors (``given``: the dtype
+    asked for) come before."""
     if dtype is None or dtype.is_floating_point or dtype.is_complex:
         return
-    error = _unindexable(data, "fc" if dtype is D.bool_ else "bfc")
+    kinds = "fc" if dtype is D.bool_ else "bfc"
+    error = _unindexable(data, kinds)
     if error is not None:
-        raise error
+        raise _nested_error(data, given, kinds) or error
 
 
 def _unindexable(data, kinds):

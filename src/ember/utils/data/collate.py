@@ -23,8 +23,9 @@ def _is_namedtuple(x):
 
 
 def collate_tensor_fn(batch, *, collate_fn_map=None):
-    """Stack a batch of tensors along a new first dimension."""
-    return ember.stack(list(batch), 0)
+    """Stack a batch of tensors along a new first dimension (a tensor is no batch: ``stack``
+    refuses it, as PyTorch's does when a loader without batching collates one sample)."""
+    return ember.stack(batch if isinstance(batch, Tensor) else list(batch), 0)
 
 
 def collate_numpy_array_fn(batch, *, collate_fn_map=None):
@@ -35,8 +36,12 @@ def collate_numpy_array_fn(batch, *, collate_fn_map=None):
 
 
 def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
-    """A tensor of a batch of NumPy numbers or bools (their dtype kept)."""
-    return ember.as_tensor(np.array(batch))
+    """A tensor of a batch of NumPy numbers or bools (their dtype kept), built as
+    ``as_tensor`` builds one from a list: other elements (Python numbers, tensors) take part
+    in the dtype and raise its errors."""
+    if len(set(map(type, batch))) == 1:         # (the usual batch: one array, quickly)
+        return ember.as_tensor(np.array(batch))
+    return ember.as_tensor(list(batch))
 
 
 def collate_float_fn(batch, *, collate_fn_map=None):
@@ -72,8 +77,10 @@ def collate(batch, *, collate_fn_map=None):
         # an empty batch (a Poisson sampler's) falls through to PyTorch's IndexError
         if (batch and collate_fn_map is not None
                 and collate_fn_map.get(Tensor) is collate_tensor_fn):
-            return batch.stacked()
-        batch = list(batch)                     # a custom map may handle tensors its own way
+            stacked = batch.stacked()
+            if stacked is not None:
+                return stacked
+        batch = list(batch)             # a custom map may handle tensors its own way
     elem = batch[0]
     elem_type = type(elem)
     if collate_fn_map is not None:

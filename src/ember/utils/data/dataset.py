@@ -46,7 +46,10 @@ class TensorDataset(Dataset[tuple]):
         return tuple(t[index] for t in self.tensors)
 
     def __getitems__(self, indices):
-        """A whole batch in one indexing call per tensor (the DataLoader's fast path)."""
+        """A whole batch in one indexing call per tensor (the DataLoader's fast path); a
+        subclass's own ``__getitem__`` is called sample by sample, as PyTorch's loader does."""
+        if type(self).__getitem__ is not TensorDataset.__getitem__:
+            return [self[i] for i in indices]
         from ember.utils.data._stacked import StackedSamples
         return StackedSamples(self.tensors, indices)
 
