@@ -49,7 +49,9 @@ def is_autocast_cache_enabled():
 
 def set_autocast_cache_enabled(enabled):
     """Allow or forbid autocast's cast cache (casts already cached stay until cleared)."""
-    STATE.cache_enabled = bool(enabled)
+    if type(enabled) is not bool:
+        raise TypeError(f"enabled must be a bool (got {type(enabled).__name__})")
+    STATE.cache_enabled = enabled
 
 
 def clear_autocast_cache():

@@ -58,7 +58,25 @@ def set_autocast_enabled(device_type, enabled=None):
 def set_autocast_dtype(device_type, dtype):
     """Set the lower-precision dtype autocast uses on ``device_type``."""
     device_type = _check_device_type(device_type, "set_autocast_dtype")
+    _check_dtype(dtype)
     STATE.dtype = {**STATE.dtype, device_type: dtype}
+
+
+def _check_dtype(dtype):
+    if not isinstance(dtype, D.dtype):
+        raise TypeError(f"set_autocast_dtype(): argument 'dtype' (position 2) must be "
+                        f"ember.dtype, not {type(dtype).__name__}")
+
+
+def _check_switches(enabled, dtype, cache_enabled):
+    """PyTorch's errors for a region's switches that are not bools, or dtype not a dtype
+    (raised before the state changes: PyTorch's leave the switches set before it)."""
+    if type(enabled) is not bool:
+        raise TypeError(f"set_autocast_enabled(): argument 'enabled' (position 2) must be "
+                        f"bool, not {type(enabled).__name__}")
+    _check_dtype(dtype)
+    if type(cache_enabled) is not bool:
+        raise TypeError(f"enabled must be a bool (got {type(cache_enabled).__name__})")
 
 
 def _check_device_type(device_type, caller):
@@ -104,7 +122,7 @@ class autocast:
         # as PyTorch's: the dtype and cache switch in effect unless given
         self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
         self._cache_enabled = STATE.cache_enabled if cache_enabled is None else cache_enabled
-        self._enabled = bool(enabled)
+        self._enabled = enabled         # (checked as the region is entered, as PyTorch's)
         if self._enabled and device_type == "cuda":
             from ember import cuda
             if not cuda.is_available():
@@ -120,8 +138,9 @@ class autocast:
             self._enabled = False
 
     def __enter__(self):
+        _check_switches(self._enabled, self.fast_dtype, self._cache_enabled)
         self._prev = (STATE.enabled, STATE.dtype, STATE.cache_enabled)
-        STATE.enabled = {**STATE.enabled, self.device: self._enabled}
+        STATE.enabled = {**STATE.enabled, self.device: bool(self._enabled)}
         STATE.dtype = {**STATE.dtype, self.device: self.fast_dtype}
         STATE.cache_enabled = bool(self._cache_enabled)
         STATE.nesting += 1

@@ -45,8 +45,8 @@ def _check_linear(x, w, b=None):
                            f"{x.ndim}D and {w.ndim}D")
     if w.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {w.ndim}D")
-    if b is not None:       # with a bias PyTorch takes the addmm path and its messages
-        if w.ndim == 1 and _fused_bias(x, b):
+    if b is not None and (x.ndim == 2 or _fused_bias(x, b)):   # addmm: its messages
+        if w.ndim == 1:
             raise RuntimeError("mat2 must be a matrix, got 1-D tensor")
         for arg, t in (("self", b), ("mat1", x)):
             if t.dtype != w.dtype:
@@ -111,10 +111,16 @@ def _fused_bias(x, b):
 def _check_bias(b, dtype, shape, fused):
     """Raise PyTorch's error for a bias that addmm cannot expand to ``shape`` (``fused``), or
     that an in-place add to a result of ``shape`` cannot take."""
-    if b.dtype != dtype:
+    if b.dtype != dtype and fused:
         raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                            f"{D.FROM_NUMPY[b.dtype]._torch_name} and "
                            f"{D.FROM_NUMPY[dtype]._torch_name}")
+    if b.dtype != dtype:        # an in-place add: a bias of another dtype of the same kind
+        want = D.FROM_NUMPY[dtype]
+        promoted = D.promote_types(want, D.FROM_NUMPY[b.dtype])
+        if not D.can_cast(promoted, want):
+            raise RuntimeError(f"result type {promoted._torch_name} can't be cast to the "
+                               f"desired output type {want._torch_name}")
     if fused and b.ndim > 2:
         raise RuntimeError(f"expand(ember.{D.FROM_NUMPY[b.dtype]._legacy}{{{list(b.shape)}}}, "
                            f"size={list(shape)}): the number of sizes provided (2) must be "
@@ -167,13 +173,18 @@ def _(inputs, params):
         mark = next(_sequence)
         rows = x.reshape(_rows(a.shape), a.shape[-1])
         if not (rows.requires_grad or w.requires_grad):     # (only the bias needs a grad)
-            return _unsafe_view(linear(rows, w), a.shape[:-1] + wa.shape[:1]) + b
+            return _unsafe_view(linear(rows, w), a.shape[:-1] + wa.shape[:1]) + _like(b, x)
         product = _recorded_linear(rows, w, None)
         _made_after_t(rows.grad_fn, mark, product.grad_fn)
         shape = a.shape[:-1] + wa.shape[:1]
         out = _make(product._data.reshape(shape))
         fast_reshape(_record(_unsafe_view, (product,), None, (shape,), out))
-    return out if b is None else out + b
+    return out if b is None else out + _like(b, x)
+
+
+def _like(b, x):
+    """Bias ``b`` in the dtype of input ``x``: PyTorch adds it in place to matmul's result."""
+    return b if b.dtype == x.dtype else b.to(x.dtype)
 
 
 def _recorded_linear(x, w, b):

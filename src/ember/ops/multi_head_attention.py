@@ -81,7 +81,15 @@ def _shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
 def _linear(x, weight, bias):
     """x W^T + b over the last dim, as one 2-D matrix product."""
     flat = x.reshape(-1, x.shape[-1])
-    out = flat @ weight.mT if bias is None else ember.addmm(bias, flat, weight.mT)
+    if bias is None:
+        out = flat @ weight.mT
+    else:
+        try:
+            out = ember.addmm(bias, flat, weight.mT)
+        except RuntimeError:
+            if x.dim() > 2 and not x.is_contiguous():   # (batch_first) PyTorch's linear runs
+                flat @ weight.mT                        # matmul: mm's error comes first
+            raise
     return out.reshape(tuple(x.shape[:-1]) + (weight.shape[0],))
 
 
