@@ -198,6 +198,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         for t in inputs:
             if not isinstance(t, GradientEdge):
+                _check_input(t)
                 t.retain_grad()     # PyTorch's errors; a non-leaf keeps its .grad from now on
         inputs = tuple({id(t): t for t in inputs}.values())     # each accumulates once
         # a sparse leaf accumulates through its values and dense stand-in (see ``_edges``)
@@ -207,6 +208,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                      accumulate_into_grad=list(inputs))
     else:
         run_backward(roots, grads, retain_graph, create_graph)
+
+
+def _check_input(t):
+    """``t``, refused as PyTorch's engine refuses an input that is no tensor."""
+    if not isinstance(t, _Tensor):
+        raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got "
+                           f"{type(t).__name__}")
+    return t
 
 
 def _check_batched_grads(outputs, vectors):
@@ -268,7 +277,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     grads = _make_grads(outputs, grads)     # PyTorch's order of checks: grads, outputs, inputs
     roots = _roots(outputs)
     for t in inputs:
-        if not isinstance(t, GradientEdge) and not t.requires_grad:
+        if not isinstance(t, GradientEdge) and not _check_input(t).requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     edges = [_edges(t) for t in inputs]
     targets = [_target(e) for group in edges for e in group]

@@ -33,12 +33,10 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 
 
 def stack_module_state(models):
-    """``(params, buffers)``: each parameter and buffer of ``models`` stacked along a new
-    dim 0, for ``vmap(functional_call)`` over an ensemble; stacked parameters are new leaves
-    that require grad as the originals do."""
-    import ember
-    models = list(models)
-    if not models:
+    """``(params, buffers)``: each parameter and buffer of ``models`` (a sequence, as
+    torch's: it takes ``len``) stacked along a new dim 0, for ``vmap(functional_call)`` over an
+    ensemble; a stacked tensor is a new leaf requiring grad where every model's does."""
+    if len(models) == 0:
         raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
     if not (all(m.training for m in models) or not any(m.training for m in models)):
         raise RuntimeError("stack_module_state: Expected all models to have the same "
@@ -46,14 +44,18 @@ def stack_module_state(models):
     first = type(models[0])
     if not all(type(m) is first for m in models):
         raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    return _stacked(models, "named_parameters"), _stacked(models, "named_buffers")
 
-    def stacked(table):
-        names = [n for n, _ in getattr(models[0], table)()]
-        out = {}
-        for name in names:
-            parts = [dict(getattr(m, table)())[name] for m in models]
-            t = ember.stack([p.detach() for p in parts])
-            out[name] = t.requires_grad_(parts[0].requires_grad) if table == "named_parameters" \
-                else t
-        return out
-    return stacked("named_parameters"), stacked("named_buffers")
+
+def _stacked(models, table):
+    import ember
+    tables = [dict(getattr(m, table)()) for m in models]
+    out = {}
+    for name in tables[0]:
+        parts = [t[name] for t in tables]
+        wanted = [p.requires_grad for p in parts]
+        if any(wanted) and not all(wanted):
+            raise RuntimeError(f"Expected {name} from each model to have the same "
+                               f".requires_grad")
+        out[name] = ember.stack([p.detach() for p in parts]).requires_grad_(all(wanted))
+    return out

@@ -390,8 +390,24 @@ def batch_norm(input, weight, bias, running_mean, running_var, training, momentu
     """Batch normalization (``torch.batch_norm``'s argument order)."""
     if not input.numel():
         return _empty_batch_norm(input, weight, bias)
-    return native_batch_norm(input, weight, bias, running_mean, running_var, training,
-                             momentum, eps)[0]
+    try:
+        return native_batch_norm(input, weight, bias, running_mean, running_var, training,
+                                 momentum, eps)[0]
+    except RuntimeError:
+        if input.dim() >= 2:        # sizes before native_batch_norm's dtype checks, as torch
+            _check_features(input.shape[1], training, running_mean=running_mean,
+                            running_var=running_var, weight=weight, bias=bias)
+        raise
+
+
+def _check_features(c, training, **vectors):
+    """torch.batch_norm's checks of the vectors' sizes, in its order."""
+    for name, v in vectors.items():
+        if v is None:
+            if not training and name.startswith("running"):
+                raise RuntimeError(f"{name} must be defined in evaluation mode")
+        elif v.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {v.numel()}")
 
 
 def functional_batch_norm(input, running_mean, running_var, weight=None, bias=None,

@@ -16,6 +16,7 @@ import ember
 from ember.amp._cache import cast_weight
 from ember.ops import _rnn_kernels as K
 from ember.backend import cudnn_tf32, xp_of
+from ember.ops._norm_shared import _outside_vmap
 from ember.ops._registry import op
 
 FUNCTIONAL = {}
@@ -76,6 +77,8 @@ def _(grads, x, hx, w_hh, cx, b_hh, w_hr, mode, batch_sizes, reverse, *, out):
     inputs = (x, hx, w_hh, cx, b_hh, w_hr)
     if ember.is_grad_enabled():
         return _differentiable_grads(grads, inputs, mode, batch_sizes, reverse)
+    if not _outside_vmap():     # (batched cotangents: their _data is a placeholder)
+        return _batched_grads(grads, inputs, mode, batch_sizes, reverse)
     from ember._tensor import _make
     steps = _steps(batch_sizes, reverse)
     ws = out[-1]._data.view(x._data.dtype)      # (rows, bytes) -> (rows, columns)
@@ -109,6 +112,18 @@ def _differentiable_grads(grads, inputs, mode, batch_sizes, reverse):
                                 allow_unused=True)
     it = iter(found)
     return tuple(next(it) if w else None for w in wanted)
+
+
+def _batched_grads(grads, inputs, mode, batch_sizes, reverse):
+    """The gradients under vmap (jacrev, vmap of a vjp): autograd of the recurrence written
+    with ember ops, which batch, from detached copies of the inputs."""
+    leaves = [None if t is None else t.detach().requires_grad_() for t in inputs]
+    with ember.enable_grad():
+        outs = recurrence(*leaves, mode=mode, batch_sizes=batch_sizes, reverse=reverse)
+        found = iter(ember.autograd.grad(outs, [t for t in leaves if t is not None],
+                                         grad_outputs=list(grads[:len(outs)]),
+                                         allow_unused=True))
+    return tuple(None if t is None else next(found) for t in leaves)
 
 
 def recurrence(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes, reverse):

@@ -60,6 +60,30 @@ def _check_state_dtype(h, w_hh, b_hh):
         ember.addmm(b_hh, h, w_hh.t())
 
 
+def _check_biases(x, h, w_ih, w_hh, b_ih, b_hh):
+    """PyTorch's error for a cell's bias of another dtype than its weight's or of another
+    shape: its cell computes ``linear(x, w_ih, b_ih)``, then ``linear(h, w_hh, b_hh)``,
+    where ember folds the biases (which would promote or broadcast them instead)."""
+    if _odd_bias(w_ih, b_ih) or _odd_bias(w_hh, b_hh):
+        for inp, w, b in ((x, w_ih, b_ih), (h, w_hh, b_hh)):
+            if b is not None:
+                ember.addmm(b, inp, w.t())
+
+
+def _refuse_weights(mode, w_ih, w_hh):
+    """The TypeError of PyTorch's cell ops (parsing their arguments) for a weight that is no
+    tensor (a None given to functional_call)."""
+    for name, pos, w in (("w_ih", 3, w_ih), ("w_hh", 4, w_hh)):
+        if not isinstance(w, ember.Tensor):
+            raise TypeError(f"{mode.lower()}_cell(): argument '{name}' (position {pos}) must "
+                            f"be Tensor, not {type(w).__name__}")
+
+
+def _odd_bias(w, b):
+    return b is not None and (b.dtype is not w.dtype or b.dim() != 1 or w.dim() == 0
+                              or len(b) != len(w))
+
+
 def _expanded(layers):
     """Whether the weights are ExpandedWeights (``call_for_per_sample_grads``)."""
     return type(layers.all_weights[0][0]).__name__ == "ExpandedWeight"
@@ -523,8 +547,12 @@ def _stepwise(x, hx, w_hh, cx=None, b_hh=None, w_hr=None, *, mode, batch_sizes,
 def cell_step(mode, input, states, w_ih, w_hh, b_ih, b_hh):
     """``(h', c')`` (``c'`` None but for LSTM) after one step of ``mode`` from ``states``
     (``(h,)`` or ``(h, c)``) on ``input`` (B, I)."""
+    if not (isinstance(w_ih, ember.Tensor) and isinstance(w_hh, ember.Tensor)):
+        _refuse_weights(mode, w_ih, w_hh)
     _check_state_dtype(states[0], w_hh, b_hh)
     composed = mode in ("LSTM", "GRU") and _cpu_autocast(input)
+    if not _cpu_autocast(input):
+        _check_biases(input, states[0], w_ih, w_hh, b_ih, b_hh)
     fold_bias = mode != "GRU" and not composed
     proj = _projection(input, w_ih, b_ih, b_hh if fold_bias else None)
     run = _stepwise if composed else cell_layer
