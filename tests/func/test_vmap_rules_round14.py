@@ -299,7 +299,8 @@ CTC_CASES = [
      None),
     ("concatenated_targets", lambda lp, t: F.ctc_loss(lp, t, [6, 6], [2, 3]),
      (_log_probs(3, 6, 2, 5), CTC_TARGETS.reshape(3, 8)[:, :5]), None),
-    ("unbatched_example", lambda lp, t: F.ctc_loss(lp, t, [6], [3]), (_log_probs(3, 6, 5),
+    # (an unbatched example's 1-d target is concatenated: its length is the target length)
+    ("unbatched_example", lambda lp, t: F.ctc_loss(lp, t, [6], [4]), (_log_probs(3, 6, 5),
                                                                  CTC_TARGETS[:, 0]), None),
     ("unbatched_example_shared_targets", lambda lp, t: F.ctc_loss(lp, t, [5], [4],
                                                                   reduction="none"),

@@ -23,7 +23,7 @@ from ember.ops._out_dtypes import check_kept_out
 from ember.ops._out_names import COPIED_OUT
 from ember.ops._pointwise_layout import laid_as_operands, odd_unit_strides, row_major_before_last
 from ember.ops._promotion import compute_dtype
-from ember.ops._recording import _mark_view, _record
+from ember.ops._recording import _mark_view, _record, refused_grads_first
 from ember.ops._scalars import ROUNDED, checked_scalar, rounded_number
 from ember.overrides import is_plain as _plain_subclass
 
@@ -147,11 +147,17 @@ def call(op, inputs, params, out=None):
         else:
             outputs = _wrap(res, xp, casts)
     except (ValueError, TypeError, IndexError, OverflowError) as e:
+        if recording and op.refused_grads is not None:
+            refused_grads_first(op, flat, e)
         if type(e) is OverflowError and lengths is None:
             wrapped = uint64_numbers_wrapped(op, flat, arrays)
             if wrapped is not None:
                 return call(op, wrapped, params, out)
         raise translate_error(op, e, arrays) from None
+    except RuntimeError as e:           # (NotImplementedError too)
+        if recording and op.refused_grads is not None:
+            refused_grads_first(op, flat, e)
+        raise
     finally:
         if token is not None:
             loud_fp(token)

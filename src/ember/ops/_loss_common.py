@@ -6,6 +6,7 @@ import warnings
 
 from ember._tensor import _view_tracks
 from ember._warn import outside_level
+from ember.ops._op_errors import before_grad_checks
 from ember.ops._pointwise_layout import laid_as_operands
 from ember.ops._reduce import narrow_to, wide
 
@@ -38,7 +39,7 @@ def reduction_of(size_average, reduce, reduction, emit_warning=True, error=Value
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce, emit_warning)
     if reduction not in REDUCTIONS:
-        raise error(f"{reduction} is not a valid value for reduction")
+        raise before_grad_checks(error(f"{reduction} is not a valid value for reduction"))
     return reduction
 
 

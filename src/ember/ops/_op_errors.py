@@ -4,7 +4,7 @@ backend errors raised inside a forward (broadcasting, too large Python ints)."""
 import numpy as np
 
 __all__ = ["OpValueError", "translate_error", "broadcast_message", "not_differentiable",
-           "check_broadcast", "RefusedFirst"]
+           "check_broadcast", "RefusedFirst", "before_grad_checks"]
 
 
 class OpValueError(ValueError):
@@ -69,6 +69,14 @@ def broadcast_message(shapes):
                         f"({pb[dim]}) at non-singleton dimension {dim}")
         a = tuple(max(x, y) if min(x, y) != 0 else 0 for x, y in zip(pa, pb))
     return f"shapes {shapes} cannot be broadcast together"
+
+
+def before_grad_checks(error):
+    """``error`` marked as one PyTorch raises in its Python or composite layer, before
+    autograd refuses an input that requires grad (``Op.refuse_grad``) and before the kernel's
+    own checks. Returns it."""
+    error.before_grad_checks = True
+    return error
 
 
 def not_differentiable(kernel, argument):

@@ -485,6 +485,17 @@ def unrecorded_checks(op, flat, params):
         op.own_unrecorded_check(flat, params)
 
 
+def refused_grads_first(op, flat, error):
+    """Raise ``Op.refuse_grad``'s error for a recorded call whose forward raised ``error``:
+    PyTorch refuses such an input before its kernel checks anything, after the checks of its
+    Python or composite layer (the forward marks those: ``_op_errors.before_grad_checks``)."""
+    if not getattr(error, "before_grad_checks", False):
+        try:
+            _check_refused_grads(op, flat)
+        except RuntimeError as refused:
+            raise refused from None
+
+
 def _check_refused_grads(op, flat):
     for index, argument, kernel, forward in op.refused_grads:
         x = flat[index]

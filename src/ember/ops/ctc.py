@@ -52,8 +52,8 @@ def _setup(xp, lp, targets, input_lengths, target_lengths, blank):
     if targets.dtype.kind not in "iu":      # PyTorch truncates float targets to int64
         targets = targets.astype(np.int64)
     unbatched = lp.ndim == 2
-    if unbatched:
-        lp, targets = lp[:, None], targets.reshape(1, -1)
+    if unbatched:       # (a 1-d target is one of concatenated targets, as in PyTorch)
+        lp = lp[:, None]
     if lp.ndim != 3:
         raise RuntimeError(f"Expected 3-dimensional tensor, but got {lp.ndim}-dimensional tensor "
                            f"for argument #1 'log_probs' {_CHECKING}")
@@ -64,28 +64,30 @@ def _setup(xp, lp, targets, input_lengths, target_lengths, blank):
         raise RuntimeError("blank must be in label range")
     in_len = _lengths(input_lengths, "input_lengths", n)
     tg_len = _lengths(target_lengths, "target_lengths", n)
-    for name, values, bound in (("input_lengths", in_len, t_max), ("target_lengths", tg_len, None)):
-        if min(values, default=0) < 0:
-            raise RuntimeError(f"Expected {name} to have value at least 0, but got value "
-                               f"{min(values)} {_CHECKING}")
-        if bound is not None and max(values, default=0) > bound:
-            raise RuntimeError(f"Expected {name} to have value at most {bound}, but got value "
-                               f"{max(values)} {_CHECKING}")
+    # PyTorch's order: the target lengths and the targets' size, then the input lengths
+    if min(tg_len, default=0) < 0:
+        raise RuntimeError(f"Expected target_lengths to have value at least 0, but got value "
+                           f"{min(tg_len)} {_CHECKING}")
     s_max = max(tg_len, default=0)
-    if targets.ndim == 1 and not unbatched:      # concatenated targets
+    if targets.ndim == 1:      # concatenated targets
         total = sum(tg_len)
-        if targets.shape[0] != total:
-            raise RuntimeError(f"Expected tensor to have size {total} at dimension 0, but got "
-                               f"size {targets.shape[0]} for argument #2 'targets' {_CHECKING}")
+        _check_size(targets, 0, total)
         offsets = np.cumsum([0] + tg_len[:-1])
         index = np.minimum(offsets[:, None] + np.arange(s_max), max(total - 1, 0))
         padded = targets[xp.asarray(index)] if total else xp.zeros((n, s_max), np.int64)
     else:
+        _check_size(targets, 0, n)
         if targets.shape[1] < s_max:
             raise RuntimeError(f"Expected tensor to have size at least {s_max} at dimension 1, "
                                f"but got size {targets.shape[1]} for argument #2 'targets' "
                                f"{_CHECKING}")
         padded = targets[:, :s_max]
+    if min(in_len, default=0) < 0:
+        raise RuntimeError(f"Expected input_lengths to have value at least 0, but got value "
+                           f"{min(in_len)} {_CHECKING}")
+    if max(in_len, default=0) > t_max:
+        raise RuntimeError(f"Expected input_lengths to have value at most {t_max}, but got "
+                           f"value {max(in_len)} {_CHECKING}")
     valid = xp.arange(s_max)[None, :] < xp.asarray(tg_len)[:, None]
     labels = xp.where(valid, padded, blank).astype(np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= c):
@@ -96,6 +98,12 @@ def _setup(xp, lp, targets, input_lengths, target_lengths, blank):
     skip = xp.zeros(ext.shape, bool)
     skip[:, 3::2] = labels[:, 1:] != labels[:, :-1]
     return lp, ext, skip, np.asarray(in_len), np.asarray(tg_len), unbatched
+
+
+def _check_size(targets, dim, size):
+    if targets.shape[dim] != size:
+        raise RuntimeError(f"Expected tensor to have size {size} at dimension {dim}, but got "
+                           f"size {targets.shape[dim]} for argument #2 'targets' {_CHECKING}")
 
 
 def _logsumexp3(xp, a, b, c):
@@ -177,8 +185,13 @@ def _(grad, lp, targets, input_lengths, target_lengths, blank, reduction, zero_i
 
 @ctc_loss.named_by
 def _(flat, params, out):                    # PyTorch reduces the per-sample losses afterwards
-    reduction = reduction_name(params[3])   # (input_lengths, target_lengths, blank, reduction)
-    return {"mean": "MeanBackward0", "sum": "SumBackward0"}.get(reduction, "CtcLossBackward0")
+    # (params: input_lengths, target_lengths, blank, reduction, zero_infinity); unreduced,
+    # an unbatched loss is squeezed last, zero_infinity's a where of the kernel's
+    reduction = reduction_name(params[3])
+    if reduction == "none":
+        return "SqueezeBackward1" if flat[0].ndim == 2 else \
+            "WhereBackward0" if params[4] else "CtcLossBackward0"
+    return {"mean": "MeanBackward0", "sum": "SumBackward0"}[reduction]
 
 
 def _beta(xp, lpe, skip, ext_len, in_len):

@@ -7,18 +7,23 @@ from ember import _dtype as D
 from ember._tensor import Size
 from ember.backend import device_assert
 from ember.ops._loss_common import reduce_array, reduction_of
+from ember.ops._op_errors import before_grad_checks
 from ember.ops._registry import OpValueError, op, rename_node
 from ember.ops.shape import broadcast_shapes
 
 _LOW = D.HALF_NP
 
 
-def _check(xp, x, t):
-    # PyTorch's order: the size check, then the dtype check, then the kernel's dtype support
+def _check(xp, x, t, w=None):
+    # PyTorch's order: the size check and the weight's broadcast (its Python layer), then the
+    # dtype check, then the kernel's dtype support
     if t.shape != x.shape:
-        raise OpValueError(f"Using a target size (ember.Size({list(t.shape)})) that is "
-                                f"different to the input size (ember.Size({list(x.shape)})) is "
-                                f"deprecated. Please ensure they have the same size.")
+        raise before_grad_checks(OpValueError(
+            f"Using a target size (ember.Size({list(t.shape)})) that is different to the input "
+            f"size (ember.Size({list(x.shape)})) is deprecated. Please ensure they have the same "
+            f"size."))
+    if w is not None:
+        _weight_shape(t, w)
     if t.dtype != x.dtype:
         raise RuntimeError(f"Found dtype {D.FROM_NUMPY[t.dtype]._torch_name} but expected "
                            f"{D.FROM_NUMPY[x.dtype]._torch_name}")
@@ -36,7 +41,7 @@ def _check(xp, x, t):
 def binary_cross_entropy(xp, x, t, w, size_average, reduce, reduction):
     """The binary cross entropy between probabilities ``input`` and ``target``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
-    _check(xp, x, t)
+    _check(xp, x, t, w)
     if w is not None:
         _check_weight(x, t, w)
     # each step rounds, in 16-bit floats too (whose sum and mean accumulate in float32)
@@ -67,9 +72,17 @@ def _loss_16bit(xp, x, t, w):
     return loss.astype(dtype)
 
 
+def _weight_shape(t, w):
+    """The shape the target and the weight broadcast to (PyTorch's Python layer's error)."""
+    try:
+        return broadcast_shapes(Size(t.shape), Size(w.shape))
+    except RuntimeError as e:
+        raise before_grad_checks(e) from None
+
+
 def _check_weight(x, t, w):
     """PyTorch's errors for a weight that does not broadcast to the input's shape."""
-    shape = broadcast_shapes(Size(t.shape), Size(w.shape))
+    shape = _weight_shape(t, w)
     if shape != x.shape:
         raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast "
                            f"shape {list(shape)}")

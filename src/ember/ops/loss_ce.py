@@ -13,6 +13,7 @@ from ember._tensor import _make
 from ember.backend import reads_stall, xp_of
 from ember.ops._along import check_range
 from ember.ops._loss_common import reduction_of
+from ember.ops._op_errors import before_grad_checks
 from ember.ops._reduce import torch_grad_mode
 from ember.ops._registry import OpValueError, op, rename_node
 from ember.ops.log_space import LOG_SOFTMAX_DOUBLE, log_softmax, row_max, row_sums, softmax
@@ -49,18 +50,24 @@ def _check_weight(w, c, dtype, prefix="", spatial=False):
 
 def _check_class_target(x, t):
     """PyTorch's errors for a class-index target that does not fit the input."""
+    # (PyTorch's composite nll_loss_nd raises these before autograd refuses a weight that
+    # requires grad; its kernels raise the others)
     if x.ndim == 0:
-        raise OpValueError("Expected 1 or more dimensions (got 0)")
+        raise before_grad_checks(OpValueError("Expected 1 or more dimensions (got 0)"))
+    if x.ndim > 1 and t.ndim == 0 and x.shape[0] == 0:
+        # (PyTorch's composite reads the missing batch size of a 0-dim target as 0)
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     if x.ndim > 1 and (t.ndim == 0 or t.shape[0] != x.shape[0]):
-        raise OpValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
-                                f"batch_size ({t.shape[0] if t.ndim else 0}).")
+        raise before_grad_checks(OpValueError(
+            f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
+            f"({t.shape[0] if t.ndim else 0})."))
     if x.ndim <= 2 and t.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     # a 4-d input goes straight to nll_loss2d; 3-d and 5-d+ ones are first checked, then
     # reshaped to 4-d for it
     if x.ndim > 2 and x.ndim != 4 and t.shape[1:] != x.shape[2:]:
-        raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got "
-                           f"{list(t.shape)}")
+        raise before_grad_checks(RuntimeError(
+            f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got {list(t.shape)}"))
     if x.ndim == 4 and t.ndim != 3:
         raise RuntimeError(f"only batches of spatial targets supported (3D tensors) but got "
                            f"targets of dimension: {t.ndim}")
@@ -92,7 +99,8 @@ def _class_weight(x, t, w, c, label_smoothing=0.0, reduction="none"):
     if x.ndim == 4 and t.shape != x.shape[:1] + x.shape[2:]:
         raise RuntimeError(f"size mismatch (got input: {list(x.shape)} , target: "
                            f"{list(t.shape)}")
-    if x.ndim > 2 and t.dtype != np.int64:        # nll_loss2d takes no Byte target
+    # nll_loss2d takes no Byte target (but for an empty input reduced: it returns first)
+    if x.ndim > 2 and t.dtype != np.int64 and (x.size or reduction == "none"):
         raise RuntimeError(f"expected scalar type Long but found "
                            f"{D.FROM_NUMPY[t.dtype]._torch_name}")
     if w is None:
@@ -141,9 +149,10 @@ def _class_dim_shape(w, ndim):
 
 
 def _reduce(loss, denominator, reduction, squeeze):
+    # (PyTorch's kernels add a 1-d input's loss, and the sums, to 0: a -0.0 loss gives 0.0)
     if reduction == "none":
-        return loss.reshape(()) if squeeze else loss
-    total = loss.sum()
+        return loss.reshape(()) + 0.0 if squeeze else loss
+    total = loss.sum() + 0.0
     if reduction == "sum":
         return total
     # a zero total weight makes the mean NaN (0/0), also where smoothing terms are not 0
@@ -166,14 +175,20 @@ def cross_entropy(xp, x, t, w, size_average, ignore_index, reduce, reduction, la
                   *, keep=None):
     """The cross entropy between the softmax of ``input`` logits and ``target``."""
     reduction = reduction_of(size_average, reduce, reduction, error=OpValueError)
+    # (its composite's checks and log_softmax's come before nll_loss refuses a weight that
+    # requires grad)
     if not label_smoothing <= 1.0:          # PyTorch accepts a negative smoothing
-        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
-                           f"{label_smoothing}")
+        raise before_grad_checks(RuntimeError(
+            f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}"))
     if _is_probability_target(x, t):
+        _probability_dtype(t)
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         return _ce_probabilities(xp, x, t, w, reduction, label_smoothing)
-    _float_input(x, "log_softmax_lastdim_kernel_impl" if x.ndim <= 2 else "log_softmax")
+    try:
+        _float_input(x, "log_softmax_lastdim_kernel_impl" if x.ndim <= 2 else "log_softmax")
+    except NotImplementedError as e:
+        raise before_grad_checks(e) from None
     _check_class_target(x, t)
     dtype = x.dtype
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
@@ -234,11 +249,12 @@ def _smoothing_saved(xp, x, t, w, ignore_index, reduction):
 @cross_entropy.named_by
 def _(flat, params, out, *, kept=None):      # PyTorch's log_softmax + nll_loss, or its composite
     x, target, smoothing = flat[0], flat[1], params[-1]
-    if target.is_floating_point():
-        return "DivBackward1" if params[-2] == "mean" else "NegBackward0"
+    reduction = reduction_of(params[0], params[2], params[3], emit_warning=False)
+    if target.is_floating_point():      # (an empty mean: the NaN filled in, negated)
+        return "DivBackward1" if reduction == "mean" and x.numel() else "NegBackward0"
     if smoothing > 0:
         return "AddBackward0"
-    return _nll_node(x, reduction_of(params[0], params[2], params[3], emit_warning=False))
+    return _nll_node(x, reduction)
 
 
 def _nll_node(x, reduction):
@@ -291,10 +307,13 @@ def _keep_class_dim(shift):
     return shift[:, None] if getattr(shift, "ndim", 0) else shift
 
 
-def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
+def _probability_dtype(t):
     if t.dtype.kind != "f" and t.dtype not in _LOW:
         raise RuntimeError(f"Expected floating point type for target with class probabilities, "
                            f"got {D.FROM_NUMPY[t.dtype]._torch_name}")
+
+
+def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
     _float_input(x, "log_softmax_lastdim_kernel_impl")
     result = D.promote_types(D.FROM_NUMPY[x.dtype], D.FROM_NUMPY[t.dtype])
     if w is not None:                   # the weight takes part in the promotion here
@@ -311,10 +330,14 @@ def _ce_probabilities(xp, x, t, w, reduction, label_smoothing):
         q = q * _class_dim_shape(w.astype(compute), xb.ndim)
     if is_low_probability_case(x, t, w):
         return low_precision_probability_loss(xp, x, t, w, reduction, label_smoothing)
-    xb = xb.astype(compute, copy=False)
-    shift, log_sums, _ = _log_normalizer(xp, xb)
-    loss = -(((xb - _keep_class_dim(shift)) - log_sums[:, None]) * q).sum(axis=1)
-    loss = _reduce(loss, loss.size, reduction, x.ndim == 1)
+    if xb.dtype == compute:
+        shift, log_sums, _ = _log_normalizer(xp, xb)
+        lsm = (xb - _keep_class_dim(shift)) - log_sums[:, None]
+    else:       # PyTorch's log_softmax in the input's dtype, then promoted
+        lsm = log_softmax.forward(xp, xb, 1, None).astype(compute)
+    # negated after the sums, as PyTorch's composite: an all-zero loss is -0.0 there
+    loss = (lsm * q).sum(axis=1)
+    loss = -_reduce(loss, loss.size, reduction, x.ndim == 1)
     return loss.astype(result, copy=False)
 
 
@@ -459,13 +482,22 @@ def _(grad, x, t, w, size_average, ignore_index, reduce, reduction, label_smooth
         g = g / max(t.numel() // t.shape[dim], 1) if t.numel() else g * float("nan")
     c = x.shape[dim]
     q = q_plain = t * (1 - label_smoothing) + label_smoothing / c if label_smoothing > 0 else t
+    # (smoothed in the target's dtype, then multiplied in the promoted one, as PyTorch's)
+    result = D.promote_types(x.dtype, t.dtype if w is None else D.promote_types(t.dtype, w.dtype))
+    if q.dtype is not result:
+        q = q.to(result)
     wc = None if w is None else w.reshape([c] + [1] * (x.ndim - 1 - dim))
     if wc is not None:
         q = q * wc
     grad_x = rename_node(((softmax(x, dim) * q.sum(dim, keepdim=True) - q) * g).contiguous(),
                          LOG_SOFTMAX_DOUBLE)
     grad_t = grad_w = None
-    if t.requires_grad:
+    if t.requires_grad and t.dtype is not result:
+        # the smoothed target's gradient rounds to the target's dtype, then the smoothing's
+        # (a lower-precision target beside the input)
+        grad_t = (-g if wc is None else -g * wc) * log_softmax(x, dim)
+        grad_t = grad_t.to(t.dtype) * (1 - label_smoothing) if label_smoothing > 0 else grad_t
+    elif t.requires_grad:
         scale = -(1 - label_smoothing) if wc is None else wc * -(1 - label_smoothing)
         grad_t = log_softmax(x, dim) * scale * g
     if w is not None and w.requires_grad:      # the loss is -sum_c w_c q_c log_softmax_c
@@ -487,7 +519,7 @@ def nll_loss(xp, x, t, w, size_average, ignore_index, reduce, reduction, *, keep
     dtype = x.dtype
     xb, tb = _batched(x.astype(_F32) if dtype in _LOW else x, t)
     c = xb.shape[1]
-    w = _class_weight(x, t, w, c)
+    w = _class_weight(x, t, w, c, reduction=reduction)
     safe, mask, wt, total = _targets(xp, tb, w, ignore_index, c, xb.dtype)
     if keep is not None:
         keep.append(_total_weight(xp, total, reduction, dtype))

@@ -45,7 +45,7 @@ _soft_margin_loss.nondifferentiable("target")
 def _(grad, x, t, reduction):
     # PyTorch's order, each step rounding: -t * z * norm / (1 + z) * grad, z = exp(-x * t)
     z = ((-x) * t).exp()
-    slope = -t * z
+    slope = -(t * z)        # (an unsigned target must not wrap around, as in the forward)
     if reduction == "mean":
         slope = slope * slope.new_full((), 1 / max(x.numel(), 1))
     return slope / (1 + z) * grad, None
@@ -60,18 +60,22 @@ def _binary_cross_entropy_with_logits(xp, x, t, w, pw, reduction):
     """``(1 - t) * x - (1 + (pw - 1) * t) * log_sigmoid(x)``, times ``weight``, written in
     the target's dtype, reduced: each step rounds in the promoted dtype (16-bit floats too,
     whose log_sigmoid is computed in float32), as PyTorch's."""
-    dtype, compute = promoted_dtype(x, t, w, pw)
-    target, x, t = t, x.astype(dtype), t.astype(dtype)
-    wide = x.astype(compute)
-    log_sigmoid = (xp.minimum(wide, 0) - xp.log1p(xp.exp(-xp.abs(wide)))).astype(dtype)
+    # PyTorch's steps: log_sigmoid(input) in the input's dtype (16-bit floats computed in
+    # float32), times the pos_weight factor in place; then ``(1 - target)`` and the rest
+    # written into it in place, so each step rounds to the target's dtype
+    xdt, tdt = x.dtype, t.dtype
+    wide = x.astype(promoted_dtype(x)[1])
+    log_sigmoid = (xp.minimum(wide, 0) - xp.log1p(xp.exp(-xp.abs(wide)))).astype(xdt)
     if pw is not None:
-        log_sigmoid = (1 + (pw.astype(dtype) - 1) * t) * log_sigmoid
-    loss = (1 - t) * x - log_sigmoid
+        factor = (pw - pw.dtype.type(1)) * t + 1
+        log_sigmoid = (log_sigmoid * factor).astype(xdt)
+    loss = ((1 - t).astype(tdt) * x).astype(tdt)
+    loss = (loss - log_sigmoid).astype(tdt)
     if w is not None:
-        loss = loss * w.astype(dtype)
+        loss = (loss * w).astype(tdt)
     # (PyTorch computes ``1 - target`` first and writes the rest into it: laid out as the
     # target passed, not as its copy, which NumPy lays out otherwise where it is expanded)
-    return reduce_array(xp, loss.astype(target.dtype), reduction, like=target)
+    return reduce_array(xp, loss, reduction, like=t)
 
 
 for _name in ("weight", "pos_weight"):
@@ -144,6 +148,8 @@ def _rows(x):
 def _multi_margin_loss(xp, x, y, w, p, margin, reduction):
     """``sum_i max(0, margin - x[y] + x[i])**p * weight[y] / C`` over i != y, per sample
     (checked class-index target), reduced; an unbatched loss has the target's shape."""
+    if not x.size:          # (PyTorch's kernel returns before checking dtypes)
+        return reduce_array(xp, xp.zeros(x.shape[:-1], x.dtype), reduction)
     check_kernel(x, "multi_margin_loss_cpu_kernel", "f")    # 16-bit floats raise too
     if w is not None and w.dtype != x.dtype:
         raise RuntimeError(f"expected scalar type {torch_name(x)} but found {torch_name(w)}")
@@ -152,7 +158,9 @@ def _multi_margin_loss(xp, x, y, w, p, margin, reduction):
         raise RuntimeError("target out of range")
     dtype, compute = promoted_dtype(x, w)
     rows, yy = rows.astype(compute), y.reshape(-1, 1)
-    margins = xp.maximum(margin - xp.take_along_axis(rows, yy, 1) + rows, 0)
+    margins = margin - xp.take_along_axis(rows, yy, 1) + rows
+    # (PyTorch's kernel adds the terms that are > 0: a NaN one is skipped, not propagated)
+    margins = xp.where(margins > 0, margins, 0)
     if p == 2:
         margins = margins * margins
     if w is not None:
@@ -173,6 +181,8 @@ _multi_margin_loss.refuse_forward_ad("multi_margin_loss")
 
 @_multi_margin_loss.derivative
 def _(grad, x, y, w, p, margin, reduction):
+    if not x.numel():       # (whatever the target's dtype, as the forward)
+        return x.new_zeros(x.shape), None, None
     rows, c = _rows(x)
     yy = y.reshape(-1, 1)
     own = _make(xp_of(yy._data).arange(c) == yy._data)
@@ -223,10 +233,13 @@ def _hinges(xp, rows, safe):
 def _multilabel_margin_loss(xp, x, t, reduction):
     """``sum max(0, 1 - (x[y_j] - x[i])) / C`` over listed targets j and non-target classes
     i, per sample (checked target), reduced."""
+    if not x.size:          # (PyTorch's kernel returns before checking dtypes)
+        return reduce_array(xp, xp.zeros(x.shape[:-1], x.dtype), reduction)
     check_kernel(x, "multilabel_margin_loss_forward_out_frame", "f")
     rows, c = _rows(x)
     pairs, safe = _label_pairs(xp, rows, t.reshape(rows.shape))
-    hinge = xp.maximum(_hinges(xp, rows, safe), 0)
+    hinge = _hinges(xp, rows, safe)
+    hinge = xp.where(hinge > 0, hinge, 0)       # (a NaN term skipped, as PyTorch's kernel)
     loss = xp.where(pairs, hinge, 0).sum((1, 2)) / c
     return reduce_array(xp, loss if x.ndim == 2 else loss.reshape(()), reduction)
 

@@ -6,8 +6,10 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import _make
+from ember.autograd._forward_traces import TRACES as FORWARD_TRACES
 from ember.backend import xp_of
-from ember.ops._loss_common import reduce_loss, reduction_of
+from ember.ops._linalg_utils import check_kernel
+from ember.ops._loss_common import legacy_reduction, reduce_loss, reduction_of, refuse_grad
 from ember.ops._scalars import checked_scalar, float_arg, number_arg, real_number
 from ember.ops.activations_smooth import logsigmoid
 from ember.ops.binary_math import where
@@ -71,6 +73,13 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     return reduce_loss(loss, reduction)
 
 
+def _refuse_early(tensor, kernel, argument):
+    """Autograd's refusal of ``tensor`` requiring grad, before the kernel's checks; inside a
+    forward-mode transform the op refuses forward AD first, as PyTorch's kernel does."""
+    if not FORWARD_TRACES.starts:
+        refuse_grad(tensor, kernel, argument)
+
+
 def _long_target(target):
     if target.dtype is not D.int64:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype._torch_name}")
@@ -91,7 +100,6 @@ def _class_target(input, target, name):
     if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0):
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
-    _long_target(target)
     n = input.shape[0] if input.ndim == 2 else 1
     if target.numel() != n or target.ndim > 1:
         raise RuntimeError(f"{name}: target tensor should be 1-D with size equal to the number "
@@ -108,11 +116,17 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and weight.ndim != 1:
         raise ValueError("weight must be one-dimensional")
     margin = real_number(number_arg(margin, "multi_margin_loss", "margin", 4), np.float32)
+    # PyTorch's kernel checks after autograd refuses a weight that requires grad: the shapes,
+    # then the input's dtype, then the target's
+    _refuse_early(weight, "multi_margin_loss", "weight")
     _class_target(input, target, "multi_margin_loss")
     c = input.shape[-1] if input.ndim else 1
     if weight is not None and weight.numel() != c:
         raise RuntimeError(f"inconsistent weight size, expected {c} but got "
                            f"{list(weight.shape)}")
+    if input.numel():       # (an empty input's kernel returns before checking dtypes)
+        check_kernel(input._data, "multi_margin_loss_cpu_kernel", "f")
+        _long_target(target)
     return _multi_margin_loss(input, target, weight, p, margin, reduction)
 
 
@@ -120,10 +134,12 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """The multi-label hinge loss: each target class (listed before the first -1) against
     each non-target class, ``sum max(0, 1 - (x[y_j] - x[i])) / C``."""
     reduction = reduction_of(size_average, reduce, reduction)
+    # PyTorch's kernel checks after autograd refuses a target that requires grad: the shapes,
+    # the target's values, then the input's dtype and the target's
+    _refuse_early(target, "multilabel_margin_loss", "target")
     if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0 and input.shape[0]):
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
-    _long_target(target)
     if target.shape != input.shape:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
@@ -131,13 +147,17 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     t = _target_values(target)
     if t.size and ((t < -1) | (t >= c)).any():
         raise RuntimeError("argument #2 'target' is out of range")
+    if input.numel():       # (an empty input's kernel returns before checking dtypes)
+        check_kernel(input._data, "multilabel_margin_loss_forward_out_frame", "f")
+        _long_target(target)
     return _multilabel_margin_loss(input, target, reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """The multi-label one-versus-all logistic loss, averaged over classes."""
-    reduction = reduction_of(size_average, reduce, reduction)
+    if size_average is not None or reduce is not None:     # (a string is checked last)
+        reduction = legacy_reduction(size_average, reduce)
     # PyTorch's composition (its nodes, and so its rounding and gradient order)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:

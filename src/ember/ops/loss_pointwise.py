@@ -15,7 +15,7 @@ from ember._warn import user_level
 from ember.autograd.grad_mode import no_grad
 from ember.ops._loss_common import (fused_loss_grads, reduce_array, reduce_loss, reduced_grad,
                                     reduction_of, refuse_grad, warn_size_mismatch)
-from ember.ops._op_errors import broadcast_message
+from ember.ops._op_errors import broadcast_message, check_broadcast
 from ember.ops._promotion import BINARY
 from ember.ops._registry import op, rename_node
 from ember.ops._scalars import float_arg, rounded_number
@@ -66,17 +66,28 @@ def _weighted(loss, input, weight, reduction):
     return reduce_loss(loss, reduction)
 
 
+def _broadcast_then_reduction(input, target, size_average, reduce, reduction):
+    """The checked reduction of a pointwise loss: PyTorch's Python layer broadcasts the
+    operands (raising its error) before it reads a reduction string, and before its kernel
+    checks a beta or delta."""
+    if input.shape != target.shape:
+        check_broadcast(input, target)
+    return reduction_of(size_average, reduce, reduction)
+
+
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """The mean (or sum) absolute error between ``input`` and ``target``."""
     warn_size_mismatch(input, target)
-    reduction = reduction_of(size_average, reduce, reduction)
-    return _weighted((input - target).abs(), input, weight, reduction)
+    reduction = _broadcast_then_reduction(input, target, size_average, reduce, reduction)
+    # (broadcast first, as PyTorch: a 0-dim target then takes part in the promotion)
+    a, b = _kernel_operands(input, target)
+    return _weighted((a - b).abs(), input, weight, reduction)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """The mean (or sum) squared error between ``input`` and ``target``."""
     warn_size_mismatch(input, target)
-    reduction = reduction_of(size_average, reduce, reduction)
+    reduction = _broadcast_then_reduction(input, target, size_average, reduce, reduction)
     dtype = _promoted(input, target)
     _float_only(dtype, "mse_cpu")
     if weight is not None:             # PyTorch composes this case of other ops too
@@ -121,7 +132,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """The Huber loss: squared error below ``delta``, ``delta``-scaled absolute error above."""
     delta = float(float_arg(delta, "huber_loss", "delta", 4))
     warn_size_mismatch(input, target)
-    reduction = reduction_of(None, None, reduction)
+    reduction = _broadcast_then_reduction(input, target, None, None, reduction)
     dtype = _promoted(input, target)
     _into_input_dtype(dtype, input)
     _float_only(dtype, "huber_cpu")
@@ -189,8 +200,9 @@ def _huber_loss(xp, x, t, reduction, delta):
 
 def _huber_slope(d, delta):
     """The Huber loss's derivative in ``d``: ``d`` below ``delta``, ``delta * sign(d)`` from
-    it on (at the boundary the linear branch's, whose own derivative is 0, as PyTorch's)."""
-    return where(d.abs() < delta, d, delta * d.sign())
+    it on (at the boundary the linear branch's, whose own derivative is 0, as PyTorch's; a
+    NaN ``d`` gives NaN, as PyTorch's kernel's quadratic branch)."""
+    return where(d.abs() >= delta, delta * d.sign(), d)
 
 
 @_huber_loss.derivative
@@ -229,7 +241,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     """The smooth L1 loss: squared error / ``beta`` below ``beta``, absolute error above."""
     beta = float(float_arg(beta, "smooth_l1_loss", "beta", 4))
     warn_size_mismatch(input, target)
-    reduction = reduction_of(size_average, reduce, reduction)
+    reduction = _broadcast_then_reduction(input, target, size_average, reduce, reduction)
     dtype = _promoted(input, target)
     _float_only(dtype, "smooth_l1_cpu")
     if beta < 0:
@@ -248,6 +260,7 @@ def softplus_of(x):
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The two-class logistic loss ``log(1 + exp(-target * input))``."""
     reduction = reduction_of(size_average, reduce, reduction)
+    refuse_grad(target, "soft_margin_loss", "target", forward=True)    # (before its kernel)
     if input.dtype is D.bool_:          # PyTorch's kernel negates the input
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
                            "you are trying to invert a mask, use the `~` or `logical_not()` "
@@ -282,15 +295,18 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if target.shape != input.shape:
         raise ValueError(f"Target size (ember.Size({list(target.shape)})) must be the same as "
                          f"input size (ember.Size({list(input.shape)}))")
+    # (autograd refuses these before the kernel checks anything)
+    refuse_grad(weight, "binary_cross_entropy_with_logits", "weight", forward=True)
+    refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight", forward=True)
     _float_only(input.dtype, "log_sigmoid_cpu")
     if target.dtype is D.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     _into_input_dtype(_promoted(input, target), target)
-    refuse_grad(weight, "binary_cross_entropy_with_logits", "weight", forward=True)
-    refuse_grad(pos_weight, "binary_cross_entropy_with_logits", "pos_weight", forward=True)
     if pos_weight is not None:
         _broadcast_into((pos_weight.shape, target.shape), target.shape)
+    if weight is not None:      # (written into the loss, of the target's shape, in place)
+        _broadcast_into((target.shape, weight.shape), target.shape)
     return _binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
 
@@ -329,7 +345,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         loss = input - target * (input + eps).log()
     if full:   # Stirling's approximation of log(target!), only where target > 1
         stirling = target.xlogy(target) - target + 0.5 * (2 * math.pi * target).log()
-        loss = loss + where(target > 1, stirling, 0.0)
+        loss += where(target > 1, stirling, 0.0)       # (in place: in the loss's dtype)
     return reduce_loss(loss, reduction)
 
 
