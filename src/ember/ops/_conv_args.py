@@ -94,6 +94,11 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
         raise RuntimeError(f"Expected {w.ndim}-dimensional input for {w.ndim}-dimensional weight "
                            f"{_size(w.shape)}, but got {x.ndim}-dimensional input of size "
                            f"{_size(x.shape)} instead")
+    if padding == "same" and not transposed:    # checked first by PyTorch's 'same' function
+        if groups <= 0:
+            raise RuntimeError("non-positive groups is not supported")
+        if any(s != 1 for s in _expand(stride, nd, "stride")):
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
     bias_first = not transposed     # PyTorch's convolution checks the bias before the weight
     if bias_first and b is not None and b.dtype != x.dtype:
         raise RuntimeError(_bias_message(x, b))
@@ -122,9 +127,10 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
     if transposed:
+        _check_transposed(x, w, b, groups)
         if any(p >= s and p >= d for p, s, d in zip(opad, stride, dilation)):
             raise RuntimeError(_opad_message(opad, stride, dilation))
-        _check_transposed(x, w, b, groups)
+        _check_transposed_size(x, w, groups, stride, pads, dilation, opad)
     else:
         _check_forward(x, w, b, groups, kernel, pads, dilation)
     # CPU has no kernel for bool, nor a transposed or dilated one for narrow ints
@@ -132,17 +138,17 @@ def conv_args(name, x, w, b, stride, padding, dilation, groups, transposed=False
     if kernel_name is not None:
         raise NotImplementedError(f"\"{kernel_name}\" not implemented for "
                                   f"'{_dtype_name(x.dtype)}'")
-    mkldnn = transposed and _mkldnn_transposed(x, w, stride, dilation, groups)
     if x.dtype != w.dtype:
-        raise RuntimeError(_typed_message(x, w, "weight") if mkldnn else _weight_message(x, w))
+        raise RuntimeError(_typed_message(x, w, "weight") if _mkldnn(x, w, stride, dilation, groups)
+                           else _weight_message(x, w))
     if transposed and b is not None and b.dtype != x.dtype:
-        _check_transposed_bias(x, b, nd, mkldnn)
+        _check_transposed_bias(x, b, nd, _mkldnn(x, w, stride, dilation, groups))
     return ConvArgs(stride, pads, dilation, groups, opad, transposed)
 
 
-def _mkldnn_transposed(x, w, stride, dilation, groups):
-    """Whether PyTorch runs a float32 transposed convolution on the CPU in its MKLDNN kernel
-    (whose checks of the weight's and bias's types name tensor types): one that is not a
+def _mkldnn(x, w, stride, dilation, groups):
+    """Whether PyTorch runs a float32 convolution (transposed or not) on the CPU in its MKLDNN
+    kernel (whose checks of the weight's and bias's types name tensor types): one that is not a
     single-threaded unstrided 1x1 one of under 16 images, with several groups or images, a
     kernel over 3 wide in both of its last two dims, or a large input (its first four dims;
     a 1-d convolution is run as a 2-d one of unit height)."""
@@ -251,8 +257,10 @@ def _check_weight(w, groups):
 def _check_forward(x, w, b, groups, kernel, pads, dilation):
     _check_weight(w, groups)
     if x.shape[1] != w.shape[1] * groups:
+        # ('same' with an even extent: PyTorch pads the input's high side first)
+        shown = list(x.shape[:2]) + [s + hi - lo for s, (lo, hi) in zip(x.shape[2:], pads)]
         raise RuntimeError(f"Given groups={groups}, weight of size {_size(w.shape)}, expected "
-                           f"input{_size(x.shape)} to have {w.shape[1] * groups} channels, but "
+                           f"input{_size(shown)} to have {w.shape[1] * groups} channels, but "
                            f"got {x.shape[1]} channels instead")
     if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[0]):
         raise RuntimeError(f"Given weight of size {_size(w.shape)}, expected bias to be "
@@ -278,6 +286,40 @@ def _check_transposed(x, w, b, groups):
         raise RuntimeError(f"Given transposed=1, weight of size {_size(w.shape)}, expected bias "
                            f"to be 1-dimensional with {out_channels} elements, but got bias of "
                            f"size {_size(b.shape)} instead")
+
+
+def _check_transposed_size(x, w, groups, stride, pads, dilation, opad):
+    """PyTorch's complaint about a transposed convolution's output of a non-positive size (1-d
+    run as 2-d of unit height). An empty input only sizes its result, and MKLDNN's kernel
+    takes an empty one: neither may be negative."""
+    size = [(s - 1) * st - lo - hi + d * (k - 1) + op + 1 for s, k, st, (lo, hi), d, op in
+            zip(x.shape[2:], w.shape[2:], stride, pads, dilation, opad)]
+    given = list(x.shape[2:])
+    if len(size) == 1:
+        given, size = [1] + given, [1] + size
+    if x.shape[0] == 0 or x.shape[1] == 0:    # (PyTorch views an empty result as this)
+        shape = [x.shape[0], w.shape[1] * groups] + size
+        inferred = [i for i, s in enumerate(shape) if s == -1]
+        for i, s in enumerate(shape):
+            if s < -1 or s == -1 and i != inferred[0]:
+                raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape "
+                                   f"{_size(shape)}" if s < -1 else
+                                   "only one dimension can be inferred")
+        if inferred and x.shape[0] == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {_size(shape)} "
+                               f"because the unspecified dimension size -1 can be any value "
+                               f"and is ambiguous")
+        return
+    if all(s > 0 for s in size):
+        return
+    mkldnn = _mkldnn(x, w, stride, dilation, groups)
+    if mkldnn and all(s >= 0 for s in size):
+        return
+    if mkldnn:
+        raise RuntimeError("could not construct a memory descriptor using a format tag")
+    raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, given))}). "
+                       f"Calculated output size per channel: ({' x '.join(map(str, size))}). "
+                       f"Output size is too small")
 
 
 _AXES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}

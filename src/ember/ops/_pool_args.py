@@ -7,8 +7,8 @@ import numpy as np
 from ember import _dtype as D
 from ember.ops._separable import built_once
 
-__all__ = ["tuple_arg", "pool_geometry", "output_sizes", "check_rank", "reject_dtype",
-           "window_mats", "adaptive_bounds", "adaptive_mats", "output_size_arg"]
+__all__ = ["tuple_arg", "pool_geometry", "check_window_padding", "output_sizes", "check_rank",
+           "reject_dtype", "window_mats", "adaptive_bounds", "adaptive_mats", "output_size_arg"]
 
 _COUNT = {1: "one int", 2: "two ints", 3: "three ints"}
 _NAMES = {1: ("",), 2: ("H", "W"), 3: ("T", "H", "W")}
@@ -66,6 +66,21 @@ def _check_padding(kernel, padding, dilation):
                                f"pad={p}, kernel_size={k} and dilation={d}")
 
 
+def check_window_padding(kernel, stride, padding, dilation):
+    """PyTorch's first checks of a window sweep: a zero stride, then the padding."""
+    if any(s == 0 for s in stride):
+        raise RuntimeError("stride should not be zero")
+    _check_padding(kernel, padding, dilation)
+
+
+def _half_kernel_pads(nd, kernel, padding):
+    if nd == 3:
+        (kt, kh, kw), (pt, ph, pw) = kernel, padding
+        return f"kT: {kt} kW: {kw} kH: {kh} padT: {pt} padW: {pw} padH: {ph}"
+    (kh, kw), (ph, pw) = ((1, *kernel), (0, *padding)) if nd == 1 else (kernel, padding)
+    return f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}"
+
+
 def output_sizes(sizes, kernel, stride, padding, dilation, ceil_mode):
     """Output sizes of a window sweep over ``sizes`` (unchecked; may be <= 0)."""
     out = []
@@ -81,9 +96,7 @@ def output_sizes(sizes, kernel, stride, padding, dilation, ceil_mode):
 def pool_geometry(shape, nd, kernel, stride, padding, dilation, ceil_mode):
     """Output spatial sizes of a pooling window sweep, checked as PyTorch checks them (1-D
     pooling runs as 2-D pooling over a height of one, and its messages say so)."""
-    if any(s == 0 for s in stride):
-        raise RuntimeError("stride should not be zero")
-    _check_padding(kernel, padding, dilation)       # PyTorch checks padding before the rest
+    check_window_padding(kernel, stride, padding, dilation)    # PyTorch checks these first
     names = _NAMES[nd] if nd > 1 else ("H", "W")
     lead = (1,) if nd == 1 else ()
     if any(k <= 0 for k in kernel):
@@ -92,6 +105,9 @@ def pool_geometry(shape, nd, kernel, stride, padding, dilation, ceil_mode):
     if any(d <= 0 for d in dilation):
         raise RuntimeError("dilation should be greater than zero, but got " + " ".join(
             f"dilation{n}: {d}" for n, d in zip(names, lead + tuple(dilation))))
+    if any(p > k // 2 for k, p in zip(kernel, padding)):   # and again, ignoring dilation
+        raise RuntimeError("pad should be smaller than or equal to half of kernel size, but "
+                           "got " + _half_kernel_pads(nd, kernel, padding))
     out = output_sizes(shape[-nd:], kernel, stride, padding, dilation, ceil_mode)
     if any(o <= 0 for o in out):
         plane = tuple(shape[-nd - 1:-nd]) + ((1,) if nd == 1 else ())

@@ -63,8 +63,11 @@ def _check(kind, nd, x, output_size):
             raise RuntimeError(f"{name2}(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(shown)} with dimension "
                                f"{d} being empty")
-    if nd == 3 or int(np.prod(x.shape[:x.ndim - nd])) * int(np.prod(out)):
-        reject_dtype(kernel, x.dtype, "fV")     # (the 2-d kernel skips an empty output)
+    if nd == 2 and x.ndim == 4 and suggested_order(x) is not None:
+        kernel += "_channels_last"
+    # (the 2-d average kernel skips an empty output)
+    if nd == 3 or kind == "max" or int(np.prod(x.shape[:x.ndim - nd])) * int(np.prod(out)):
+        reject_dtype(kernel, x.dtype, "fV")
     return out
 
 
@@ -127,7 +130,7 @@ def _global_mean(nd):
         """PyTorch's graph of pooling to ones: a mean (of a (.., 1, L) view, for 1-D), which
         saves the input's size only, where its pooling kernel saves the input."""
         x, output_size = inputs[0], params[0]
-        if _pooled_to(output_size) != 1:
+        if _pooled_to(output_size, x.shape) != 1:
             return NotImplemented
         _check("avg", nd, x._data, output_size)
         if nd == 1:
@@ -170,7 +173,7 @@ def _avg_op(nd, namespace):
         out = _adaptive_avg(xp, x, nd, output_size)
         if nd == 1:
             return like_input_1d(xp, x, out)
-        if nd == 2 or _pooled_to(output_size) == 1:  # (PyTorch's 3-D kernel: row-major)
+        if nd == 2 or _pooled_to(output_size, x.shape) == 1:  # (PyTorch's 3-D kernel: row-major)
             return like_input(xp, x, out)
         return out
     forward.__doc__ = f"{nd}-D adaptive average pooling to ``output_size``."
@@ -268,12 +271,15 @@ adaptive_avg_pool1d = _avg_op(1, None)
 for _avg in (adaptive_avg_pool1d, _avg_op(2, "nn.functional"), _avg_op(3, "nn.functional")):
     _avg.named_by(lambda flat, params, out, _base=_avg.node_class.__name__:
                   "SqueezeBackward1" if _base.endswith("1DBackward0") else     # (as 2-D)
-                  _base if _pooled_to(params[0]) != 1 else "MeanBackward1")
+                  _base if _pooled_to(params[0], flat[0].shape) != 1 else "MeanBackward1")
 
 
-def _pooled_to(output_size):
-    """1 when every output size is 1 (PyTorch then takes a mean), else None."""
+def _pooled_to(output_size, shape=()):
+    """1 when every output size is 1 (PyTorch then takes a mean), else None; a None size is
+    the input's (of ``shape``)."""
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
+    sizes = [shape[len(shape) - len(sizes) + i] if s is None and len(shape) >= len(sizes) else s
+             for i, s in enumerate(sizes)]
     return 1 if all(s == 1 for s in sizes) else None
 adaptive_max_pool1d = _max_op(1, "adaptive_max_pool1d", None)
 adaptive_max_pool1d.name_nodes("SqueezeBackward1")     # PyTorch pools 1-D inputs as 2-D

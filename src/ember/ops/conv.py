@@ -49,12 +49,12 @@ def _run(xp, x, w, b, args):
 def _conv_order(x, w, groups):
     """The memory order of a convolution's output and gradients: channels-last's when its
     input or weight is channels-last, except for 3-d convolutions on the CPU that PyTorch
-    runs in its row-major kernels (float64 always; float32 with one image, one group, a small
-    input and a kernel at most 3 wide in H or W), else None (row-major)."""
+    runs in its row-major kernels (float64 and integers always; float32 with one image, one
+    group, a small input and a kernel at most 3 wide in H or W), else None (row-major)."""
     order = suggested_order(x) or suggested_order(w)
     if order is None or len(order) != 5 or not isinstance(x, np.ndarray):
         return order
-    if x.dtype == np.float64:
+    if x.dtype == np.float64 or x.dtype.kind in "iu":
         return None
     n, c, d, h = x.shape[:4]
     if x.dtype == np.float32 and groups == 1 and n == 1 and n * c * d * h <= 20480 \

@@ -49,13 +49,15 @@ def _fractional_max(xp, x, samples, kernel_size, output_size):
         spread = ((n, c) + tuple(output_size[e] if e == d else 1 for e in range(nd))
                   + tuple(kernel_size[e] if e == d else 1 for e in range(nd)))
         taps = taps + where.reshape(spread) * int(np.prod(size[d + 1:], dtype=np.int64))
-    taps = taps.reshape((n, c) + tuple(output_size) + (-1,))
+    taps = taps.reshape((n, c) + tuple(output_size) + (int(np.prod(kernel_size)),))
     plane = int(np.prod(size, dtype=np.int64))
-    windows = xp.take_along_axis(x.reshape(n, c, plane), taps.reshape(n, c, -1), axis=-1)
+    windows = xp.take_along_axis(x.reshape(n, c, plane), taps.reshape(n, c, -1)
+                                 if taps.size else taps.reshape(n, c, 0), axis=-1)
     return window_max(xp, windows.reshape(taps.shape), taps)
 
 
 _DIM_NAMES = {2: ("height", "width"), 3: ("time", "height", "width")}
+_CHECK_ORDER = {2: (0, 1), 3: (0, 2, 1)}
 
 
 def _op(nd):
@@ -119,8 +121,11 @@ def _functional(nd):
         if output_size is None:
             output_size = tuple(int(s * r) for s, r in zip(size, _tuple(output_ratio, nd)))
         output_size = _tuple(output_size, nd)
-        for dim, k, s, o in zip(_DIM_NAMES[nd], kernel, size, output_size):
-            if o + k - 1 >= s:
+        # PyTorch's 2-D check allows a last window ending at the edge, its 3-D one not; in
+        # its order of dims (3-D: width before height)
+        for d in _CHECK_ORDER[nd]:
+            dim, k, s, o = _DIM_NAMES[nd][d], kernel[d], size[d], output_size[d]
+            if o + k - 1 > s or nd == 3 and o + k - 1 == s:
                 raise RuntimeError(f"{where}: pool {dim} {k} too large relative to input "
                                    f"{dim} {s}")
         samples = _checked_samples(input, shape, _random_samples, nd)

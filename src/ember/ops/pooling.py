@@ -11,8 +11,8 @@ from ember._memory_format import averaged_grad_order, like_input, like_input_1d
 from ember.autograd.grad_mode import STATE as _GRAD
 
 from ember.ops import adaptive_pooling, fractional_pooling, unpooling  # noqa: E402,F401
-from ember.ops._pool_args import (check_rank, output_sizes, pool_geometry, reject_dtype,
-                                  tuple_arg, window_mats)
+from ember.ops._pool_args import (check_rank, check_window_padding, output_sizes,
+                                  pool_geometry, reject_dtype, tuple_arg, window_mats)
 from ember.ops._max_sweep import max_sweep
 from ember.ops._pool_index import max_pool_grad
 from ember.ops._kernel_reads import through_input
@@ -99,15 +99,19 @@ def _avg_args(nd, x, kernel_size, stride, padding, ceil_mode, divisor_override, 
     _check_rank(name, nd, x)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
+    if nd == 3:                 # (PyTorch's kernel refuses a dtype after the shape checks)
+        check_window_padding(k, s, p, (1,) * nd)
+        if any(n < kk for n, kk in zip(x.shape[-3:], k)):
+            raise RuntimeError("input image (T: {} H: {} W: {}) smaller than kernel size "
+                               "(kT: {} kH: {} kW: {})".format(*x.shape[-3:], *k))
+        out = pool_geometry(x.shape, nd, k, s, p, (1,) * nd, ceil_mode)
     if x.dtype is not None:
         wide = nd < 3 or gpu                        # PyTorch has no 16-bit avg_pool3d on CPU
         extra = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
         reject_dtype("avg_pool3d_out_frame" if nd == 3 else "avg_pool2d", x.dtype,
                      "fV" if wide else "", extra)
-    if nd == 3 and any(n < kk for n, kk in zip(x.shape[-3:], k)):
-        raise RuntimeError("input image (T: {} H: {} W: {}) smaller than kernel size "
-                           "(kT: {} kH: {} kW: {})".format(*x.shape[-3:], *k))
-    out = pool_geometry(x.shape, nd, k, s, p, (1,) * nd, ceil_mode)
+    if nd < 3:
+        out = pool_geometry(x.shape, nd, k, s, p, (1,) * nd, ceil_mode)
     return k, s, p, out
 
 
@@ -264,7 +268,9 @@ def _lp_pool(nd):
             out = avg(input.pow(norm_type), k, stride, 0, ceil_mode)
         else:
             out = avg(input.pow(norm_type), k, padding=0, ceil_mode=ceil_mode)
-        return (out.sign() * out.abs()).mul(int(np.prod(k))).pow(1.0 / norm_type)
+        # (relu's gradient masks a zero window's infinite one, where abs's would multiply it
+        # by 0 to NaN: PyTorch's composition)
+        return (out.sign() * out.abs().relu()).mul(int(np.prod(k))).pow(1.0 / norm_type)
     lp_pool.__name__ = lp_pool.__qualname__ = f"lp_pool{nd}d"
     lp_pool.__module__ = "ember.nn.functional"
     lp_pool.__doc__ = f"{nd}-D power-average pooling: the p-norm of each window."

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from ember.ops._pool_args import tuple_arg
+from ember._memory_format import like_input
+from ember.ops._pool_args import reject_dtype, tuple_arg
 from ember.ops._pool_index import _plane_gather, plane_offsets
 from ember.ops._registry import op
 
@@ -17,16 +18,16 @@ def _unpool_size(nd, x, indices, kernel_size, stride, padding, output_size):
     default = tuple((x.shape[x.ndim - nd + i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
     if output_size is None:
         return default
+    if len(output_size) == nd + 2:
+        output_size = output_size[2:]
     size = tuple(int(v) for v in output_size)
-    if len(size) == nd + 2:
-        size = size[2:]
     if len(size) != nd:
         raise ValueError(f"output_size should be a sequence containing {nd} or {nd + 2} "
                          f"elements, but it has a length of '{len(size)}'")
     for d in range(nd):
         lo, hi = default[d] - s[d], default[d] + s[d]
         if not lo < size[d] < hi:
-            raise ValueError(f"invalid output_size \"{tuple(output_size)}\" (dim {d} must be "
+            raise ValueError(f"invalid output_size \"{output_size}\" (dim {d} must be "
                              f"between {lo} and {hi})")
     return size
 
@@ -46,6 +47,8 @@ def _max_unpool(xp, x, indices, nd, kernel_size, stride, padding, output_size):
                            f"({list(x.shape)}) but got indices tensor with shape: "
                            f"{list(indices.shape)}")
     size = _unpool_size(nd, x, indices, kernel_size, stride, padding, output_size)
+    if x.size:
+        reject_dtype(f"max_unpool{max(nd, 2)}d", x.dtype, "fV")
     plane = int(np.prod(size, dtype=np.int64))
     if indices.size and (indices.min() < 0 or indices.max() >= plane):
         bad = indices[(indices < 0) | (indices >= plane)].reshape(-1)[0]
@@ -72,12 +75,16 @@ def _functional(nd, registered):
 
 def _unpool_op(nd):
     def forward(xp, x, indices, kernel_size, stride, padding, output_size):
-        return _max_unpool(xp, x, indices, nd, kernel_size, stride, padding, output_size)
+        out = _max_unpool(xp, x, indices, nd, kernel_size, stride, padding, output_size)
+        # (PyTorch's 2-D kernel keeps a channels-last input's layout, its 3-D one does not)
+        return like_input(xp, x, out) if nd == 2 else out
     forward.__doc__ = f"{nd}-D max unpooling: ``input`` placed at ``indices``, zeros elsewhere."
     registered = op(f"max_unpool{nd}d(input, indices, kernel_size, stride=None, padding=0, "
                     f"output_size=None)", inputs=2, method=False,
                     namespace="nn.functional", grad_fn_name=f"MaxUnpool{nd}DBackward0")(forward)
     registered.nondifferentiable("indices")
+    if nd == 1:                             # PyTorch unpools 1-D inputs as 2-D
+        registered.name_nodes("SqueezeBackward1")
     registered.reads_inputs((), (0,))       # PyTorch saves the indices alone
 
     @registered.derivative
