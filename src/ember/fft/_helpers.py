@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._creation import _finish, _target
+from ember._creation import _finish, _out_dtype, _target
 from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.ops._dims import wrap_dim
@@ -33,8 +33,9 @@ def _spacing(d, name):
 def _frequencies(name, k, n, d, out, dtype, device, requires_grad):
     """``k / (n * d)`` as ``dtype``; like PyTorch, ``k`` times the reciprocal rounded to
     ``dtype`` (the last bit can differ from a division)."""
+    dtype = _out_dtype(dtype, out)      # a dtype other than out's raises first
     if dtype is None:
-        dtype = D.get_default_dtype() if out is None else out.dtype
+        dtype = D.get_default_dtype()
     if dtype.category < D.FLOATING:
         raise RuntimeError(f"{name} requires a floating point or complex dtype")
     if dtype.is_complex:
@@ -47,7 +48,7 @@ def _frequencies(name, k, n, d, out, dtype, device, requires_grad):
     if out is not None:
         out._data = arr
         out._bump_version()
-        return out
+        return out.requires_grad_() if requires_grad else out    # as PyTorch's parser does
     return _finish(arr, requires_grad)
 
 

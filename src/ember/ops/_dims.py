@@ -226,6 +226,9 @@ def _argument(arg):
     return f"{op}(): argument '{name}' (position {position})"
 
 
+argument_name = _argument     # for ops that name an argument of another type than int
+
+
 def _resolved(arg, site):
     """``arg``; for None (a dim a helper checks), the dim of the entry point ``site``, when
     it has one."""

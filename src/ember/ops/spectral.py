@@ -25,7 +25,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember.backend import fft_of
-from ember.ops._dims import int_sequence, is_index, type_name, wrap_dim
+from ember.ops._dims import argument_name, int_sequence, type_name, wrap_dim
 from ember.ops.join import pad_along
 from ember.ops.padding import constant_pad_nd
 from ember.ops._registry import op
@@ -38,20 +38,31 @@ _LOW = D.LOW_PRECISION_NP
 
 # --- arguments --------------------------------------------------------------------------------
 
-def _ints(value, what, name):
-    """``s`` or ``dim`` of an N-D transform: None, an int, or a sequence of ints."""
+def _ints(value, what, name, position=None):
+    """``s`` or ``dim`` of an N-D transform: None, an int, or a sequence of ints (at
+    ``position`` of the function form, for the message)."""
     if value is None:
         return None
     if hasattr(value, "__index__") and not isinstance(value, bool) and \
             getattr(value, "ndim", 0) == 0:
         return (value.__index__(),)
-    if isinstance(value, (tuple, list)) and value and is_index(value[0]):
-        return int_sequence(value, (name, what, None))     # a later element: unpacked
-    try:
-        return tuple(int_arg(v, name, what) for v in value)
-    except TypeError:
-        raise TypeError(f"{name}(): argument '{what}' must be tuple of ints, not "
-                        f"{type_name(value)}") from None
+    return int_sequence(value, (name, what, None if position is None else position - 1,
+                                "function"))
+
+
+def _typed(name, form, size, dim, norm):
+    """PyTorch's argument parser: the types of ``n`` / ``s``, ``dim`` and ``norm`` (positions
+    2 to 4) are checked before anything else."""
+    if form == 1:
+        if size is not None:
+            int_arg(size, name, "n", 2)
+        int_arg(dim, name, "dim", 3)
+    else:
+        _ints(size, "s", name, 2)
+        _ints(dim, "dim", name, 3)
+    if norm is not None and not isinstance(norm, str):
+        raise TypeError(f"{argument_name((name, 'norm', 3, 'function'))} must be str, not "
+                        f"{type_name(norm)}")
 
 
 def _axis(dim, ndim):
@@ -109,8 +120,10 @@ def _plan_nd(name, shape, s, dim, c2r, short):
     sizes = []
     for i, a in enumerate(axes):
         n = -1 if s is None else s[i]
-        if n == -1:
-            n = 2 * (shape[a] - 1) if c2r and i == len(axes) - 1 else shape[a]
+        if n == -1:         # the input's size, checked as given before a c2r doubles it
+            n = _points(shape[a])
+            if c2r and i == len(axes) - 1:
+                n = 2 * (n - 1)
         sizes.append(_points(n))
     return axes, tuple(sizes)
 
@@ -256,8 +269,9 @@ def _register(name, form, kind, doc, *, flag=False):
     "r2c" or "c2r"; ``flag`` is ``inverse`` for c2c, ``conj`` (ihfft, hfft) otherwise.
 
     PyTorch checks in this order, which the forward follows: a 1-D transform checks the
-    dtype first; an N-D one checks its dims, sizes and norm first, except that rfft2 and
-    rfftn reject complex input before anything else."""
+    dtype first; an N-D one checks its dims and sizes first, except that rfft2 and rfftn
+    reject complex input before anything else; the norm comes after the dtype (and before
+    ihfft2 and ihfftn reject complex input)."""
     full = f"fft_{name}"
     c2r = kind == "c2r"
     short = name.rstrip("2n") + "n" if form != 1 and kind != "c2c" else None
@@ -275,13 +289,14 @@ def _register(name, form, kind, doc, *, flag=False):
 
     def checked(x, size, dim, norm):
         """The forward's checks, in PyTorch's order; returns (axes, sizes, norm mode)."""
+        _typed(full, form, size, dim, norm)
         if form == 1:
             _unsupported(x)
         if complex_first:
             _complex_input(x, real_message)
         axes, sizes = plan(x.shape, size, dim)
-        mode = _norm(norm, full)
         _unsupported(x)
+        mode = _norm(norm, full)
         if real_message is not None and not complex_first:
             _complex_input(x, real_message)
         return axes, sizes, mode
