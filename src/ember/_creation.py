@@ -567,7 +567,7 @@ def offered_to_overrides(factory):
 def _like(input, dtype, device, name):
     """A ``*_like`` factory's dtype and device (``input``'s unless given)."""
     check_like_input(input, name)
-    return (input.dtype if dtype is None else dtype,
+    return (input.dtype if dtype is None else _dtype_arg(name, dtype),
             input.device if device is None else device)
 
 
@@ -639,16 +639,22 @@ def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_g
 
 # --- Tensor.new_* : factories that default to the tensor's dtype and device -------------------
 
+_NEW_KEYWORDS = frozenset(("size", "layout", "pin_memory"))
+
+
 def _new_factory(factory, name):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
         check_requires_grad(requires_grad, name)
+        for key in kwargs:                  # (the factory's out= & co are not the method's)
+            if key not in _NEW_KEYWORDS:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{key}'")
         if "size" in kwargs:                # x.new_zeros(size=(2, 3))
             size = _size_args(size, kwargs.pop("size"), name)
         elif not size:
             raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
         else:
             _size_args(size, None, name)
-        return factory(*size, dtype=self.dtype if dtype is None else dtype,
+        return factory(*size, dtype=self.dtype if dtype is None else _dtype_arg(name, dtype),
                        device=self.device if device is None else device,
                        requires_grad=requires_grad, **kwargs)
     method.__name__ = name

@@ -75,9 +75,15 @@ def _checked(start, end, step):
     return start, end, step
 
 
-def arange(start=_UNSET, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
-           requires_grad=False):
+def arange(start=_UNSET, end=_UNSET, step=1, *, out=None, dtype=None, layout=None,
+           device=None, requires_grad=False):
     """Values from ``start`` up to (excluding) ``end`` in steps of ``step``."""
+    if end is _UNSET:
+        end = None
+    elif end is None:       # (no overload takes an end of None: arange(5, None))
+        from ember.ops._overloads import combination_error
+        given = (start, end) if type(step) is int and step == 1 else (start, end, step)
+        raise combination_error("arange", given[start is _UNSET:], {})
     if start is _UNSET:
         if end is None:
             _no_end(step, out, dtype, layout, device, requires_grad)
@@ -275,6 +281,10 @@ def _evenly_spaced(start, end, steps, step_type):
 def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
              device=None, requires_grad=False):
     """``steps`` values spaced evenly on a log scale from ``base**start`` to ``base**end``."""
+    if isinstance(steps, bool) or not hasattr(type(steps), "__index__"):
+        raise TypeError(f"logspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    if not hasattr(type(base), "__float__"):
+        raise TypeError(f"logspace(): argument 'base' must be float, not {type(base).__name__}")
     check_requires_grad(requires_grad, "logspace")
     _, dev = _target(_out_device(device, out))
     dtype = _space_dtype("logspace", *_space_ends("logspace", start, end),

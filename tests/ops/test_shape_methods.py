@@ -43,7 +43,7 @@ def _x(*shape, dtype=ember.float64, requires_grad=False):
     (lambda x: x.flip(0, 1), lambda x: x.flip((0, 1))),
     (lambda x: x.flip(1), lambda x: ember.flip(x, [1])),
     (lambda x: x.flatten(), lambda x: ember.flatten(x, 0, -1)),
-    (lambda x: x.squeeze(), lambda x: ember.squeeze(x, None)),
+    (lambda x: x.squeeze(), lambda x: ember.squeeze(x)),     # (dim=None: no overload)
     (lambda x: x.unflatten(1, (2, 2)), lambda x: ember.unflatten(x, -1, [2, -1])),
     (lambda x: x.movedim(0, 1), lambda x: ember.moveaxis(x, (0,), (1,))),
     (lambda x: x.swapaxes(0, 1), lambda x: x.swapdims(1, 0)),

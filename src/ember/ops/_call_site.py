@@ -268,9 +268,14 @@ def _rest_untouched(code, rest, keywords, local):
     names = code.co_varnames[:code.co_argcount]
     defaults = dict(zip(names[len(names) - len(positional):], positional))
     defaults.update(function.__kwdefaults__ or {})
+    from ember.ops._entry_points import _NODIM
     missing = object()
     return all(name in keywords or not _ALIAS_OF.get(name, set()).isdisjoint(keywords)
-               or local.get(name, missing) is defaults.get(name, missing) for name in rest)
+               or local.get(name, missing) is defaults.get(name, missing)
+               # (or read as None / False already: NOTE [Reductions without a dim])
+               or defaults.get(name) is _NODIM
+               and local.get(name) is (None if name == "dim" else False)
+               for name in rest)
 
 
 def _function_of(code):

@@ -32,6 +32,12 @@ def generate(op, kind, name=None):
     fname = name or own_name
     aliases = aliases_of(op, pos + [a.arg for a in args.kwonlyargs], kind)
     stand_ins = stand_in_defaults(aliases, pos, defaults)
+    given_defaults = list(defaults)
+    dimless = _DIMLESS.get(own_name)
+    if dimless is not None:     # dim and keepdim default to _NODIM: see _dimless_prologue
+        for i, p in enumerate(pos):
+            if p in ("dim", "keepdim"):
+                defaults[i] = ast.Name("_NODIM")
     parts = []
     for name, default in zip(pos, defaults):
         parts.append(name if default is None else f"{name}={ast.unparse(default)}")
@@ -72,9 +78,13 @@ def generate(op, kind, name=None):
         prologue += scalar_first_prologue(fname, kind, pos, kind == "function" and
                                           op.supports_out)
     if aliases:
-        prologue = alias_prologue(aliases, parts, pos, defaults, stand_ins, fname) + prologue
+        prologue = alias_prologue(aliases, parts, pos + [a.arg for a in args.kwonlyargs],
+                                  defaults + list(args.kw_defaults), stand_ins,
+                                  fname) + prologue
     for name in required:
         prologue += f"    if {name} is _MISSING:\n        _missing_arg('{fname}', '{name}')\n"
+    if dimless is not None:
+        prologue += _dimless_prologue(fname, dimless, kind == "function" and op.supports_out)
     has_dtype = "dtype" in pos or "dtype" in (a.arg for a in args.kwonlyargs)
     if has_dtype:
         prologue += _PYTHON_DTYPE
@@ -91,7 +101,7 @@ def generate(op, kind, name=None):
     if "*_more" in parts:       # x.squeeze(0, 1): the dims after the first gathered
         more = ["(dim, *_more)" if p == "dim" else p for p in params]
         body = f"    if _more:\n    {_call_line(op, kind, inputs, more, entry)}" + body
-    body = _bool_checks(zip(pos, defaults)) + _bool_checks(
+    body = _bool_checks(zip(pos, given_defaults)) + _bool_checks(
         (a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)) + body
     if has_dtype:
         body = _dtype_check(body)
@@ -110,6 +120,11 @@ def generate(op, kind, name=None):
     fn._ember_op = op
     if aliases or shifted or required or "*_more" in parts:
         fn.__signature__ = public_signature(fn, aliases, ("_shifted", "_more"))
+    if dimless is not None:    # (_NODIM shown as PyTorch's defaults)
+        sig = inspect.signature(fn)
+        fn.__signature__ = sig.replace(parameters=[
+            p.replace(default=False if p.name == "keepdim" else None) if p.default is _NODIM else p
+            for p in sig.parameters.values()])
     if kind == "function" and _checks_all(op):     # (out=_UNSET shown as PyTorch's None)
         sig = inspect.signature(fn)
         fn.__signature__ = sig.replace(parameters=[
@@ -117,6 +132,51 @@ def generate(op, kind, name=None):
     ENTRY_KINDS[fn.__code__] = kind
     ENTRY_FUNCTIONS[fn.__code__] = fn
     return fn
+
+
+# NOTE [Reductions without a dim]: PyTorch declares sum, mean and prod twice: without a dim
+# (sum(input, *, dtype)) and with one (sum(input, dim, keepdim=False, *, dtype, out)). So a
+# keepdim (even False) without a dim matches neither (nor does an out=, which ember still
+# takes: its OpInfo out= tests reduce whole tensors); prod's dim is an
+# int, so its dim=None does not either (sum's dim=None is the second form), nor squeeze's
+# (squeeze(), squeeze(int dim), squeeze(int[] dim)). Their entry
+# points default dim and keepdim to _NODIM, telling "not given" from None: a call pays one
+# or two identity tests. name -> (whether out= needs a dim, whether dim=None is refused)
+_DIMLESS = {"sum": (False, False), "mean": (False, False), "prod": (False, True),
+            "squeeze": (False, True)}
+_NODIM = object()
+
+
+def _dimless_prologue(fname, dimless, has_out):
+    """The code of an entry point of ``_DIMLESS`` that refuses what no overload takes."""
+    out_needs_dim, refuse_none = dimless
+    if fname.rstrip("_") == "squeeze":      # (no keepdim, no out=)
+        return (f"    if dim is _NODIM:\n        dim = None\n"
+                f"    elif dim is None:\n        _refuse_dimless('{fname}', _NODIM, None)\n")
+    out = " or out is not None" if has_out and out_needs_dim else ""
+    code = (f"    if dim is _NODIM:\n"
+            f"        if keepdim is not _NODIM{out}:\n"
+            f"            _refuse_dimless('{fname}', keepdim)\n"
+            f"        dim = None\n"
+            f"        keepdim = False\n"
+            f"    else:\n")
+    if refuse_none:
+        code += f"        if dim is None:\n            _refuse_dimless('{fname}', keepdim, None)\n"
+    return code + ("        if keepdim is _NODIM:\n"
+                   "            keepdim = False\n")
+
+
+def _refuse_dimless(fname, keepdim, dim=_NODIM):
+    """PyTorch's TypeError for a call of a ``_DIMLESS`` op no overload takes: a ``dim`` of
+    None is no int (an "invalid combination" given alone)."""
+    from ember.ops._dims import invalid_combination
+    if dim is None:
+        from ember.ops._reduce import _refuse_dim
+        if keepdim is not _NODIM:       # (an int's error beside a keepdim)
+            raise TypeError(f"{fname}(): argument 'dim' must be int, not NoneType")
+        _refuse_dim(fname, dim, True)
+    given = tuple(v for v in (dim, keepdim) if v is not _NODIM)
+    raise invalid_combination(fname, given)
 
 
 def _call_line(op, kind, inputs, params, entry=None):
@@ -243,7 +303,8 @@ def _generated_globals(kind):
             "_UNSET": _UNSET, "_MISSING": _MISSING, "_alias_arg": alias_arg,
             "_missing_arg": missing_arg, "_refine_type_error": refine_type_error,
             "_refuse_bool": refuse_bool, "_refuse_dtype": refuse_dtype,
-            "_PYTHON_DTYPES": PYTHON_DTYPES, "_scalar_first": scalar_first}
+            "_PYTHON_DTYPES": PYTHON_DTYPES, "_scalar_first": scalar_first,
+            "_NODIM": _NODIM, "_refuse_dimless": _refuse_dimless}
     return namespace
 
 

@@ -167,7 +167,11 @@ def rejecting(name, kinds, error, message):
 def as_written(dim, dims):
     """The reduced dims as the caller wrote them (negative ones kept, in their order), for
     errors that name a dim as PyTorch's amax and vector_norm do; ``dims`` when none was."""
-    return (dim,) if isinstance(dim, int) else tuple(dim) if dim else dims
+    if isinstance(dim, int):
+        return (dim,)
+    if isinstance(dim, (tuple, list)):
+        return tuple(dim) if dim else dims
+    return dims if dim is None else (dim.__index__(),)     # (a 0-d integer tensor)
 
 
 def require_nonempty(name, shape, dims, full, error=RuntimeError):
@@ -320,33 +324,77 @@ def _refuse_dim(name, dim, overloaded):
     raise int_error(dim, (name, "dim", 1))
 
 
+_NO = object()      # an argument of with_optional_dim's functions that was not given
+
+
+def _out_of_function(name, out):
+    """``out``, given to ``name``; Tensor's method takes none (a method call raises)."""
+    from ember.ops._call_site import call_site
+    site = call_site()
+    if site is not None and site.kind == "method":
+        raise TypeError(f"{name}() got an unexpected keyword argument 'out'")
+    return out
+
+
+def _refuse_overload(name, dim, keepdim, other):
+    """PyTorch's TypeError for arguments no overload of ``name`` takes: ``median`` (one
+    overload with a ``dim``) misses its ``dim``, ``max`` finds no combination."""
+    from ember.ops._dims import invalid_combination
+    if dim is _NO and other is None and name in ("median", "nanmedian"):
+        raise TypeError(f'{name}() missing 1 required positional arguments: "dim"')
+    given = tuple(v for v in (dim, keepdim) if v is not _NO)
+    raise invalid_combination(name, given + (() if other is None else (other,)))
+
+
 def with_optional_dim(name, whole, along, pairwise=None):
     """The public ``max``/``median``-style function: ``whole`` without ``dim``, the named
-    tuple op ``along`` with it, and (``max``/``min``) the ``pairwise`` op for a tensor."""
+    tuple op ``along`` with it, and (``max``/``min``) the ``pairwise`` op for a tensor.
+    PyTorch declares these as overloads, so a ``dim`` of None, a ``keepdim`` without ``dim``
+    and ``keepdim`` or a second tensor beside ``other`` match none of them; ``_NO`` (the
+    defaults) tells an argument not given from one given as None."""
     from ember._tensor import Tensor
     from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
+    from ember.ops._dims import is_index
     from ember.ops._registry import REGISTRY
 
     @numpy_names
-    def function(input, dim=None, keepdim=False, *, other=None, out=None, axis=UNSET,
+    def function(input, dim=_NO, keepdim=_NO, *, other=None, out=_NO, axis=UNSET,
                  keepdims=UNSET):
         if axis is not UNSET:
-            dim = alias_arg(dim, axis, None, name, "axis")
+            dim = alias_arg(dim, axis, _NO, name, "axis")
         if keepdims is not UNSET:
-            keepdim = alias_arg(keepdim, keepdims, False, name, "keepdims")
+            keepdim = alias_arg(keepdim, keepdims, _NO, name, "keepdims")
+        # (no parameter rebound: an error's message reads them, see ops/_call_site.py)
+        out_given = out is not _NO
+        target = _out_of_function(name, out) if out_given else None
         if other is not None and pairwise is None:
             raise TypeError(f"{name}() got an unexpected keyword argument 'other'")
         if pairwise is not None and (isinstance(dim, Tensor) or other is not None):
-            return REGISTRY[pairwise].function(input, dim if other is None else other, out=out)
+            if other is None and keepdim is not _NO and is_index(dim):
+                pass        # max(x, tensor(1), True): a 0-d integer tensor is a dim
+            elif keepdim is not _NO or other is not None and dim is not _NO:
+                _refuse_overload(name, dim, keepdim, other)
+            else:
+                return REGISTRY[pairwise].function(input, dim if other is None else other,
+                                                   out=target)
+        if dim is _NO:
+            if keepdim is not _NO or pairwise is None and out_given:
+                _refuse_overload(name, dim, keepdim, other)
+            return whole.function(input, out=target)
         if dim is None:
-            if keepdim:
-                raise TypeError(f"{name}(): argument 'keepdim' needs a 'dim'")
-            return whole.function(input, out=out)
+            _refuse_dim(name, dim, pairwise is not None)
+        if target is not None and not isinstance(target, (tuple, list)):
+            from ember.ops._dims import type_name
+            raise TypeError(f"{name}(): argument 'out' must be tuple of Tensors, not "
+                            f"{type_name(target)}")
         try:
-            return along.function(input, dim, keepdim, out=out)
+            return along.function(input, dim, False if keepdim is _NO else keepdim, out=target)
         except TypeError:
             _refuse_dim(name, dim, pairwise is not None)
             raise
+    function.__signature__ = function.__signature__.replace(parameters=[
+        p.replace(default=False if p.name == "keepdim" else None) if p.default is _NO else p
+        for p in function.__signature__.parameters.values()])
     function.__name__ = function.__qualname__ = name
     function.__module__ = "ember"
     # a code of its own: an error path tells max from min by its frame (ops/_call_site.py)

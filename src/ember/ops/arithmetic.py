@@ -258,8 +258,12 @@ def _div(xp, a, b, rounding_mode):
         dtype = getattr(a, "dtype", None)
         if dtype is not None and dtype.kind in "fc":
             return xp.true_divide(a, b)
-    fn = _ROUNDING.get(rounding_mode)
+    fn = _ROUNDING.get(rounding_mode) if rounding_mode is None or \
+        rounding_mode.__class__ is str else None
     if fn is None:
+        if rounding_mode.__class__ is not str:      # (the parser's: a str or None)
+            from ember.ops._dims import invalid_combination
+            raise invalid_combination("div", (b, rounding_mode))
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or "
                            f"'floor' but found '{rounding_mode}'")
     if rounding_mode is not None:

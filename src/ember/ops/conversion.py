@@ -102,6 +102,10 @@ _BAD = object()
 _TO_KEYWORDS = frozenset(("dtype", "device", "copy", "non_blocking", "memory_format", "tensor"))
 
 
+_TAKEN_BY_TENSOR = frozenset(("tensor", "dtype", "device"))
+_TAKEN_BY_DEVICE = (frozenset(("tensor", "device")), frozenset(("tensor", "device", "dtype")))
+
+
 def _parse_to(args, kwargs):
     """Decode the forms of ``Tensor.to`` into (dtype, device, copy)."""
     return _parse_to_all(args, kwargs)[:3]
@@ -123,20 +127,29 @@ def _parse_to_all(args, kwargs):
         if "tensor" in kwargs:                      # to(tensor=other)
             args = (kwargs["tensor"], *args)
     args = list(args)
+    taken = 0       # the arguments given by position: none of them again by keyword
     if args and isinstance(args[0], Tensor):
         other = args.pop(0)
         dtype, device = other.dtype, other.device
+        taken = _TAKEN_BY_TENSOR
     elif args and isinstance(args[0], (D.dtype, type)):
         dtype = _python_type(args.pop(0))
+        taken = _TAKEN_BY_TENSOR        # (the dtype form has no device)
     elif args and (args[0] is None or isinstance(args[0], (str, int)) or
                    hasattr(args[0], "type")):
         device = args.pop(0)
+        taken = _TAKEN_BY_DEVICE[0]
         if args and (args[0] is None or isinstance(args[0], (D.dtype, type))):
             dtype = _python_type(args.pop(0))
+            taken = _TAKEN_BY_DEVICE[1]
     if args and isinstance(args[0], bool):          # to(dtype, non_blocking, copy)
         non_blocking = args.pop(0)
+        taken = taken | {"non_blocking"} if taken else {"non_blocking"}
         if args and isinstance(args[0], bool):
             copy = args.pop(0)
+            taken = taken | {"copy"}
+    if taken and kwargs and not taken.isdisjoint(kwargs.keys() - {"tensor"}):
+        raise _to_error(given, kwargs)
     if args or dtype is _BAD or not (copy is False or copy is True) \
             or not (non_blocking is False or non_blocking is True):
         raise _to_error(given, kwargs)
@@ -194,6 +207,12 @@ def type_(self, dtype=None, non_blocking=False, **kwargs):
     """The legacy type name (no argument), or this tensor cast to ``dtype``: a dtype, or a
     legacy type (``ember.cuda.FloatTensor``, ``"torch.DoubleTensor"``), which names a device
     type too."""
+    for key in kwargs:      # (PyTorch's parser: memory_format, and the deprecated async)
+        if key not in ("memory_format", "async"):
+            raise TypeError(f"type() got an unexpected keyword argument '{key}'")
+    if non_blocking is not False and non_blocking is not True:
+        raise TypeError(f"type(): argument 'non_blocking' (position 2) must be bool, not "
+                        f"{type(non_blocking).__name__}")
     if dtype is None:
         kind = self.device.type         # (a meta tensor's is "ember.meta.FloatTensor")
         return f"ember.{kind + '.' if kind in ('cuda', 'meta') else ''}{self.dtype._legacy}"

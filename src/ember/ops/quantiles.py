@@ -23,6 +23,11 @@ def check_before_out(x, q, interpolation):
     scalar = not hasattr(q, "ndim")
     if scalar and not 0 <= q <= 1:
         raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {q:g}")
+    if not isinstance(interpolation, str):      # (the parser's check: a str)
+        from ember.ops._call_site import call_site
+        from ember.ops._dims import invalid_combination
+        site = call_site()
+        raise invalid_combination("quantile" if site is None else site.name, (q, interpolation))
     if interpolation not in _MODES:
         raise RuntimeError(f"quantile() interpolation must be one of linear, lower, higher, "
                            f"midpoint or nearest, but got {interpolation}")

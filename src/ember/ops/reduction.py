@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ember import _dtype as D
-from ember.ops._dims import check_overloaded_dims, reduction_dims
+from ember.ops._dims import _sequence_error, check_overloaded_dims, reduction_dims
 from ember.ops._linalg_utils import on_host
 from ember.ops._elementwise import conj_grad
 from ember.ops._promotion import FLOAT, SAME, Policy, refuse_kernel
@@ -267,6 +267,8 @@ def _(grad, x):
 @op("logsumexp(input, dim, keepdim=False)", promote=FLOAT, upcast=False)
 def logsumexp(xp, x, dim, keepdim):
     """``log(sum(exp(input)))`` over ``dim``, computed without overflow."""
+    if dim is None:     # (an int[], required: None is no "all dims" here)
+        raise TypeError(_sequence_error(dim, ("logsumexp", "dim", 1)))
     dims = reduction_dims(dim, x.ndim)
     if isinstance(dim, (tuple, list)) and not dim and not keepdim and x.ndim and x.size:
         # PyTorch reduces all for dim=() but then writes into a 0-dim result and fails

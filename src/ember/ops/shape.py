@@ -60,7 +60,7 @@ def _check_shape(shape, x, arg):
         return
     try:
         too_low = min(shape) < -1
-    except TypeError:                       # (4, "a"), or an object with __index__
+    except (TypeError, RuntimeError):       # (4, "a"), an object with __index__, a tensor
         too_low = min(int_sequence(shape, arg)) < -1
     if too_low:
         infer_shape(int_sequence(shape, arg), x.size)
