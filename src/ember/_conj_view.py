@@ -310,7 +310,7 @@ def view_of(op, src, params, outputs):
             outputs.__class__ = ConjView if op.name == "conj" else NegView
             _RAW.__set__(outputs, raw.view())
         return outputs
-    if op.name == "view_as_real":
+    if op.name == "view_as_real" and not neg:
         raise RuntimeError(
             "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
             "conjugate tensor so you can view it as real, use self.resolve_conj(); however, "
@@ -322,9 +322,16 @@ def view_of(op, src, params, outputs):
         raise RuntimeError("torch.Tensor.view is not supported for conjugate view tensors when "
                            "converting to a different dtype.")
     raw = _RAW.__get__(src)
-    if op.name == "conj" and not neg:
+    if op.name == ("_neg_view" if neg else "conj"):     # the bit undone: the memory itself
         outputs._data = raw.view()
         return outputs
+    if op.name in ("conj", "_neg_view") and raw.dtype.kind == "c":
+        # both bits, which no view class here carries: the values in memory of their own (a
+        # copy), under the bit this op sets (so a second conj or _neg_view clears it)
+        values = _RAW.__get__(outputs)
+        outputs.__class__ = ConjView if op.name == "conj" else NegView
+        _RAW.__set__(outputs, outputs._flip(values))
+        return None
     several = type(outputs) is tuple
     outs = outputs if several else (outputs,)
     redone = None
@@ -341,11 +348,9 @@ def view_of(op, src, params, outputs):
             if not _overlaps(a, raw):
                 continue                    # a copy (reshape): the values read stand
         shared = True
-        if neg and a.dtype == raw.dtype:
+        if neg:         # (view_as_complex / view_as_real of one too: PyTorch keeps the bit)
             o.__class__ = NegView
             _RAW.__set__(o, a)
-        elif neg:
-            o._data = -a
         elif a.dtype.kind == "c":
             o.__class__ = ConjView
             _RAW.__set__(o, a)

@@ -29,8 +29,8 @@ from ember._tensor import Tensor, _make
 from ember._random_checks import (NO_CUDA_GENERATOR, _as_float, _barebones,  # noqa: F401
                                   _check_like_bounds, _check_long, _check_permutation_dtype,
                                   _check_random_bounds, _check_size_given, _check_std,
-                                  _continuous, _float_dtype, _not_implemented_for,
-                                  _random_limit)
+                                  _continuous, _float_dtype, _normal_dtype,
+                                  _not_implemented_for, _random_limit)
 from ember.backend.meta import MetaArray
 
 __all__ = [
@@ -324,12 +324,11 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     if pin_memory:
         return pinned(randn(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                             requires_grad=requires_grad), True)
-    dtype = _float_dtype(_out_dtype(dtype, out, "randn"), "normal_kernel_cpu")
+    dtype = _out_dtype(dtype, out, "randn")
     device = _out_device(device, out)
     _check_size_given(sizes, size, "randn")
     shape = _size(_size_args(sizes, size, "randn"))
-    if math.prod(shape):        # (PyTorch's kernel, which refuses float8, skips no elements)
-        _barebones(dtype, "normal_kernel_cpu", wide_unsigned=False)
+    dtype = _normal_dtype(dtype, shape)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -450,15 +449,14 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         s = host_array(std._data) if isinstance(std, Tensor) else std
         _check_std(std, s)
         ref = mean if isinstance(mean, Tensor) else std
-        _float_dtype(ref.dtype if out is None else out.dtype, "normal_kernel_cpu")
         try:
             shape = np.broadcast_shapes(np.shape(m), np.shape(s))
         except ValueError:
             from ember.ops._registry import broadcast_message
             raise RuntimeError(broadcast_message([np.shape(m), np.shape(s)])) from None
-        if math.prod(shape):    # (its kernel, which refuses float8, skips no elements)
-            _barebones(ref.dtype if out is None else out.dtype, "normal_kernel_cpu",
-                       wide_unsigned=False)
+        _normal_dtype(ref.dtype if out is None else out.dtype, shape)
+        if not math.prod(shape):    # (no draw: the refusals of PyTorch's add of the mean)
+            _empty_normal_checks(ref.dtype, out)
         rng = _rng_on(generator, ref.device)
         arr = m + s * rng.standard_normal(shape)
         node = "NormalBackward" + ("3" if isinstance(mean, Tensor) and isinstance(std, Tensor)
@@ -471,16 +469,28 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         raise TypeError(f"normal(): argument 'size' must be tuple of ints, not "
                         f"{type(size).__name__}")
     _check_std(std, std)
-    dtype = _float_dtype(_out_dtype(dtype, out, "normal"), "normal_kernel_cpu")
     device = _out_device(device, out)
     shape = _size((size,))
-    if math.prod(shape):
-        _barebones(dtype, "normal_kernel_cpu", wide_unsigned=False)
+    dtype = _normal_dtype(_out_dtype(dtype, out, "normal"), shape)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
     arr = mean + std * _rng_on(generator, device).standard_normal(shape)
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
+
+
+def _empty_normal_checks(dtype, out):
+    """PyTorch's refusals of ``normal(mean, std)`` of an empty shape with a tensor operand
+    of ``dtype``, where no element is drawn: those of the mean's add and of the copy into
+    ``out``."""
+    if dtype in D.FLOAT8 or dtype in D.WIDE_UNSIGNED:
+        raise NotImplementedError(f"\"add_stub\" not implemented for '{dtype._torch_name}'")
+    if out is not None:
+        if out.dtype in D.FLOAT8:
+            D.promote_types(out.dtype, dtype)
+        if not D.can_cast(dtype, out.dtype):
+            raise RuntimeError(f"result type {dtype._torch_name} can't be cast to the "
+                               f"desired output type {out.dtype._torch_name}")
 
 
 @_vmap_aware

@@ -1,6 +1,7 @@
 """Argument checks of the samplers in ``ember._random`` and ``ember._random_inplace``, with
 PyTorch's error messages and warnings."""
 
+import math
 import warnings
 
 import numpy as np
@@ -28,6 +29,16 @@ def _float_dtype(dtype, name):
     dtype = D.get_default_dtype() if dtype is None else dtype
     if dtype.category not in (D.FLOATING, D.COMPLEX):
         raise NotImplementedError(f"\"{name}\" not implemented for '{dtype._torch_name}'")
+    return dtype
+
+
+def _normal_dtype(dtype, shape):
+    """The dtype of normal samples of ``shape`` (None: the default): PyTorch's kernel refuses
+    a dtype that is not floating point (and float8) only where it draws elements."""
+    if not math.prod(shape):
+        return D.get_default_dtype() if dtype is None else dtype
+    dtype = _float_dtype(dtype, "normal_kernel_cpu")
+    _barebones(dtype, "normal_kernel_cpu", wide_unsigned=False)
     return dtype
 
 

@@ -104,6 +104,14 @@ class _Storage:
         flat = xp.lib.stride_tricks.as_strided(arr, shape=(n,), strides=(arr.itemsize,))
         return flat.view(np_dtype)
 
+    def _fill(self, np_dtype, value):
+        """Set each element, the memory read as ``np_dtype``, to ``value`` (assigned as to a
+        tensor's elements, with its errors); the tensors over this memory see the new values,
+        their version unchanged, as PyTorch's."""
+        flat = _make(self._flat(np_dtype))
+        flat[:] = value
+        return self
+
     def __len__(self):
         return self.size()
 
@@ -154,6 +162,10 @@ class UntypedStorage(_Storage):
         """This storage."""
         return self
 
+    def fill_(self, value):
+        """Set every byte to ``value``; returns self."""
+        return self._fill(_dtype.uint8.np, value)
+
     def tolist(self):
         """The bytes as a list of ints."""
         return _to_host(self._flat(_dtype.uint8.np)).tolist()
@@ -190,6 +202,10 @@ class TypedStorage(_Storage):
     def untyped(self):
         """The same memory as an UntypedStorage."""
         return UntypedStorage._of(self._root)
+
+    def fill_(self, value):
+        """Set every element to ``value``; returns self."""
+        return self._fill(self._root._data.dtype, value)
 
     def tolist(self):
         """The elements as a list of Python numbers."""

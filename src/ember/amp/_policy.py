@@ -29,7 +29,8 @@ _CPU_LOWER = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_tran
     _linear_mm"""
 
 _CPU_FP32 = """nn.functional.avg_pool3d nn.functional.binary_cross_entropy polar prod quantile
-    nanquantile cdist trace view_as_complex inverse pinverse cholesky_solve cholesky_inverse
+    nanquantile cdist trace view_as_complex inverse pinverse cholesky cholesky_solve
+    cholesky_inverse
     lu_solve triangular_solve geqrf orgqr ormqr linalg.householder_product
     nn.functional.max_unpool1d
     _fractional_max_pool2d _fractional_max_pool3d stft max_pool3d

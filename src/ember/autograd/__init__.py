@@ -128,6 +128,8 @@ def _make_grads(outputs, grads):
                                f"to have the same dtype. Mismatch in dtype: grad_output[{i}] "
                                f"has a dtype of {g.dtype} and output[{i}] has a dtype of "
                                f"{out.dtype}.")
+        elif g.dtype != out.dtype:      # (PyTorch's engine casts a root's gradient)
+            g = g.to(out.dtype)
         result.append(g)
     return result
 

@@ -461,6 +461,8 @@ def _as_scalar(op, flat, x):
 def _reject_operand(op, flat, x):
     pos = next(i for i, y in enumerate(flat) if y is x)
     name = op.input_names[min(pos, len(op.input_names) - 1)]
+    params = [a.arg for a in op._args.args]     # (index_put's values come after its indices)
+    pos = params.index(name) if name in params else pos
     from ember._creation import _tp_name
     # PyTorch's parser names the kernel: gelu, linalg_inv, fft_fft
     kernel = op.short_name if op.namespace == "nn.functional" else op.name.replace(".", "_")

@@ -46,7 +46,7 @@ from ember.ops._meta import MetaCall
 from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._op_errors import OpValueError, RefusedFirst, broadcast_message
 from ember.ops._overlap import INTERNAL_OVERLAP
-from ember.ops._recording import in_multi_output_view
+from ember.ops._recording import _DIFFERENTIABLE_KINDS, in_multi_output_view
 
 __all__ = ["call_inplace", "refresh_view_history", "CopySlices"]
 
@@ -173,7 +173,7 @@ def _write(op, self, dst, xp, arrays, params, casts, compute, flat=()):
     if op.inplace_forward is not None and compute is not _E4M3:
         result_dtype = D.bool_ if op.promote is not None and op.promote.name == "compare" \
             else D.FROM_NUMPY[compute] if compute is not None else self.dtype
-        _check_cast(result_dtype, self.dtype, op, flat)
+        _check_cast(result_dtype, self.dtype, op, flat, self)
         try:
             op.inplace_forward(xp, dst, *arrays, *params)
         except ValueError as e:
@@ -195,7 +195,7 @@ def _write(op, self, dst, xp, arrays, params, casts, compute, flat=()):
                 res = xp.clip(res, -448.0, 448.0)
         else:
             result_dtype = D.FROM_NUMPY[res.dtype]
-        _check_cast(result_dtype, self.dtype, op, flat)
+        _check_cast(result_dtype, self.dtype, op, flat, self)
         if res.shape != dst.shape:
             _shape_mismatch(self, res.shape)
         xp.copyto(dst, res, casting="unsafe")
@@ -209,9 +209,9 @@ _DEPRECATED_ON_EXPANDED = {"masked_fill": "tensor[mask] = scalar",
 
 def _check_overlap(op, dst, params, operands=()):
     """PyTorch's rule for writing into memory that several elements share (an expanded
-    tensor): filling is fine, masked and advanced-index writes are deprecated, and every
-    other in-place op raises."""
-    if op.name == "fill_" or not dst.size \
+    tensor): filling with a number is fine, masked and advanced-index writes are deprecated,
+    and every other in-place op raises (fill_ with a tensor too)."""
+    if op.name == "fill_" and not isinstance(operands[0], Tensor) or not dst.size \
             or not any(s == 0 and n > 1 for n, s in zip(dst.shape, dst.strides)):
         return                          # (an empty array's strides may be 0: nothing repeats)
     example = _DEPRECATED_ON_EXPANDED.get(op.name)
@@ -356,8 +356,12 @@ def _c_named_cast(op, flat):
         isinstance(x, (bool, int, float)) for x in flat[1:])
 
 
-def _check_cast(result_dtype, self_dtype, op=None, flat=()):
+def _check_cast(result_dtype, self_dtype, op=None, flat=(), written=None):
+    """PyTorch's error for a result it can't cast to ``self_dtype``; ``written``: the tensor
+    written, whose mismatched broadcast shape is named first."""
     if result_dtype is not self_dtype and not D.can_cast(result_dtype, self_dtype):
+        if written is not None:
+            _check_result_shape(op, written, flat)
         from ember.ops._out_dtypes import _C_NAMES
         name = _C_NAMES[self_dtype] if _c_named_cast(op, flat) else self_dtype._torch_name
         raise RuntimeError(f"result type {result_dtype._torch_name} can't be cast to the "
@@ -466,7 +470,7 @@ def _record_inplace(op, self, old, flat, lengths, params, recipe):
     move_retained_grad(self, old._grad_fn, old._output_nr)
     if self._view is not None:
         base = self._view[0]
-        if node is not None:
+        if node is not None and self._data.dtype.kind in _DIFFERENTIABLE_KINDS:  # (not ints)
             base._grad_fn = CopySlices(base_edge, node, recipe,
                                        None if base.is_contiguous() else base.dim_order())
             base._output_nr = 0
@@ -653,6 +657,7 @@ _DTYPE_VIEWS = frozenset(("view_as_real", "view_as_complex", "_view_dtype"))
 # views a multi-step recipe is replayed through rather than rebuilt as one as_strided: those
 # changing the dtype, and those whose values are not their memory's (a conjugate)
 _REPLAYED = _DTYPE_VIEWS | {"real", "imag", "conj", "_alias", "_kernel_input"}
+_KEEP_NODE = _DTYPE_VIEWS | {"conj"}        # the last views whose replayed node stays
 
 
 def refresh_view_history(t):
@@ -694,9 +699,10 @@ def refresh_view_history(t):
             fresh = replay(recipe, base)
     finally:
         _GRAD.grad_enabled = prev
-    if recipe and recipe[-1][0].name not in _DTYPE_VIEWS and fresh._grad_fn is not None:
+    if recipe and recipe[-1][0].name not in _KEEP_NODE and fresh._grad_fn is not None:
         # PyTorch rebuilds such a view by one as_strided (and replays only dtype-changing
-        # views, as view_as_real, below it: ``z.real``): its node shows that name
+        # views, as view_as_real, below it: ``z.real``; a conjugate last, no as_strided
+        # gives one): its node shows that name
         from ember.ops._registry import rename_node
         rename_node(fresh, "AsStridedBackward0")
     old_edge = t._grad_fn, t._output_nr

@@ -28,19 +28,19 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
     results = outputs if type(outputs) is tuple else (outputs,)
     targets = out if isinstance(out, (tuple, list)) else (out,)
     hang = copied = None
-    views = {}                          # id(out view) -> what hang_not_implemented needs
+    views = {}                          # id(out) -> what hang_not_implemented needs
     if _GRAD.grad_enabled and (requires_grad or any(
             isinstance(d, Tensor) and (d._requires_grad or d._grad_fn is not None
                                        or _view_tracks(d))
             for d in targets)):     # (a forward-mode transform's input too: it records)
         name = grad_refusal_kernel(op, inputs, params)  # (None: written untracked)
         kernel = None if name is not None else not_implemented_kernel(op, inputs, params)
-        if kernel is not None:
-            if not requires_grad or any(isinstance(d, Tensor) and d.requires_grad
-                                        for d in targets):
-                name = f"aten::{kernel}"    # (an out that records: refused)
-            else:
-                hang = kernel
+        if kernel is not None:      # recorded, unless an out is a leaf requiring grad
+            from ember.ops.view_copies import _refuse_grad_out      # (or a view of one)
+            for d in targets:
+                if isinstance(d, Tensor):
+                    _refuse_grad_out(kernel, d)
+            hang = kernel
         elif name is None and requires_grad and copies_out(op, params):
             copied = True               # (the outputs were recorded: ops/_dispatch.py)
         if name is not None:
@@ -64,7 +64,13 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
             from ember.ops._out_dtypes import message
             raise RuntimeError(message(op, res.dtype, dst.dtype))
         if not checked and not D.can_cast(res.dtype, dst.dtype):
-            raise cast_refusal(op, res.dtype, dst.dtype)
+            raise cast_refusal(op, res.dtype, dst.dtype,
+                               next(i for i, r in enumerate(results) if r is res))
+        if hang is not None:    # (out's history and a view's base's, from before)
+            from ember.ops._inplace import _history_snapshot, view_recipe
+            old = _history_snapshot(dst, False) if dst.requires_grad else None
+            views[id(dst)] = (old, None if dst._view is None else
+                              (None, history(dst._view[0]), view_recipe(dst)))
         if dst.shape != res.shape:
             if dst.numel() != 0:
                 warnings.warn(
@@ -74,7 +80,7 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
                     f"release outputs will not be resized unless they have zero elements. You "
                     f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                     f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
-            laid = _resized_layout(op, res._data, inputs)
+            laid = _resized_layout(op, res._data, inputs, dst)
             if dst._view is None and dst._meta is None and dst._data.size == 0:
                 # (memory no one shares.) An elementwise op's out is resized to the layout
                 # its result has, odd strides of dims of size 1 included
@@ -94,24 +100,22 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
         if copied:
             dst.copy_(res)
             continue
-        if hang is not None and dst._view is not None:     # (its base's history, before)
-            from ember.ops._inplace import view_recipe
-            views[id(dst)] = (None, history(dst._view[0]), view_recipe(dst))
         xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
         dst._bump_version()
     if hang is not None:                # PyTorch's node NotImplemented (a view's: its base's)
-        for dst in targets:
-            hang_not_implemented(dst, hang, inputs, views.get(id(dst)))
+        for dst in targets:     # over the inputs requiring grad, then out's former history
+            old, view = views[id(dst)]
+            hang_not_implemented(dst, hang, tuple(inputs) + (old,), view)
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out
 
 
-def _resized_layout(op, res, inputs):
-    """The array whose layout a resized out= tensor takes (PyTorch's TensorIterator gives it
-    the strides it chose for the result); None for the other ops' default."""
+def _resized_layout(op, res, inputs, dst):
+    """The array whose layout a resized out= tensor ``dst`` takes (PyTorch's TensorIterator
+    gives it the strides it chose for the result); None for the other ops' default."""
     if op.out_layout is not None:
-        return op.out_layout(res, inputs)
+        return op.out_layout(res, inputs, dst)
     return res if op.laid_operands else None
 
 

@@ -46,7 +46,7 @@ MESSAGES = {
          "linalg.qr", "linalg.eigh", "linalg.eigvalsh", "linalg.svd", "linalg.lu",
          "linalg.inv_ex", "linalg.solve_ex", "linalg.lu_factor", "linalg.lu_factor_ex",
          "nn.functional.linear", "nn.functional.avg_pool2d", "nn.functional.avg_pool3d",
-         "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim",
+         "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim", "svd",
          "_min_dim", "sort", "argsort", "topk", "argmax", "argmin", "isin"), _EXPECTED),
     **dict.fromkeys(
         ("hardshrink", "nn.functional.softshrink", "nn.functional.gelu",
@@ -132,8 +132,13 @@ def _logsumexp_check(got, want, inputs):
 
 
 def _abs_check(got, want, inputs):
-    # abs of a complex tensor casts its real result into out; of a real one, demands its dtype
-    if got is not want and not inputs[0].dtype.is_complex:
+    # abs of a complex tensor casts its real result into a real out (a complex out: of the
+    # input's dtype, computed complex to complex); of a real one, demands its dtype
+    x = inputs[0].dtype
+    if x.is_complex:
+        if got.is_complex and got is not x:
+            raise RuntimeError(_FOUND.format(got=got._torch_name, want=x._torch_name))
+    elif got is not want:
         raise RuntimeError(_FOUND.format(got=got._torch_name, want=want._torch_name))
 
 

@@ -164,9 +164,23 @@ _CASTS = {
 }
 
 
-def cast_refusal(op, want, got):
-    """The error for ``op``'s result of dtype ``want`` that cannot be cast into an ``out=`` of
-    dtype ``got``."""
+# op -> (the name in PyTorch's message, what it calls each output) for the ops that name the
+# output in their refusal ("solution" twice: PyTorch's lstsq names its residuals so)
+_CAST_OUTPUTS = {
+    "cholesky": ("cholesky", ("result",)), "cholesky_solve": ("cholesky_solve", ("result",)),
+    "cholesky_inverse": ("cholesky_inverse", ("result",)),
+    "linalg.eig": ("torch.linalg.eig", ("eigenvalues", "eigenvectors")),
+    "linalg.lstsq": ("torch.linalg.lstsq", ("solution", "solution", "rank", "singular_values")),
+}
+
+
+def cast_refusal(op, want, got, index=0):
+    """The error for ``op``'s result (its output ``index``) of dtype ``want`` that cannot be
+    cast into an ``out=`` of dtype ``got``."""
+    named = _CAST_OUTPUTS.get(op.name)
+    if named is not None:
+        return RuntimeError(_SAFELY.format(name=named[0], what=named[1][index],
+                                           want=want._torch_name, got=got._torch_name))
     kind, text = _CASTS.get(op.name, (RuntimeError, "result type {want} can't be cast to the "
                                                     "desired output type {got}"))
     return kind(text.format(want=want._torch_name, got=got._torch_name))

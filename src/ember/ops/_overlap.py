@@ -7,11 +7,13 @@ elements in the same order. Layouts whose overlap is hard to decide (a stepped s
 pass, as in PyTorch.
 """
 
+from ember._conj_view import _RAW, ConjView, NegView
 from ember._storage_place import _address
 from ember._tensor import Tensor
 
 __all__ = ["INTERNAL_OVERLAP", "PARTIAL_OVERLAP", "has_internal_overlap",
-           "check_internal_overlap", "check_no_partial_overlap", "check_no_overlap"]
+           "check_internal_overlap", "check_no_partial_overlap", "check_memory_partial_overlap",
+           "check_no_overlap"]
 
 INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor "
                     "refers to a single memory location. Please clone() the tensor before "
@@ -65,10 +67,22 @@ def _layout(array):
     return [(n, s) for n, s in zip(array.shape, array.strides) if n != 1]
 
 
+_LAZY_VIEWS = frozenset((ConjView, NegView))
+
+
+def _memory(t):
+    """The array ``t``'s memory holds: a conjugate or negative view's, not the values it
+    reads (a copy)."""
+    return _RAW.__get__(t) if type(t) in _LAZY_VIEWS else t._data
+
+
 def check_no_partial_overlap(dst, inputs):
     """Raise PyTorch's error if a tensor in ``inputs`` partly overlaps the tensor ``dst`` it
     is written to. Only tensors sharing ``dst``'s version counter (its views, its base,
-    detached copies) can share its memory, so others cost one identity test."""
+    detached copies) can share its memory, so others cost one identity test. A conjugate or
+    negative view is checked as the values it reads, a copy, as PyTorch's fallback resolves
+    such operands first (``x[1:].add_(x.conj()[:-1])`` passes); copy_ reads their memory:
+    ``check_memory_partial_overlap``."""
     vc = dst._vc
     if vc is None:
         return
@@ -77,6 +91,20 @@ def check_no_partial_overlap(dst, inputs):
         if isinstance(x, Tensor) and x._vc is vc and x._data is not array \
                 and _partly_overlap(array, x._data):
             raise RuntimeError(PARTIAL_OVERLAP)
+
+
+def check_memory_partial_overlap(dst, inputs):
+    """``check_no_partial_overlap`` on the memory conjugate and negative views read: copy_'s
+    (PyTorch's copy kernel reads them as they lie: ``y.copy_(y.conj()[1:])`` is refused)."""
+    vc = dst._vc
+    if vc is None:
+        return
+    array = dst._data if type(dst) not in _LAZY_VIEWS else _RAW.__get__(dst)   # (_memory)
+    for x in inputs:
+        if isinstance(x, Tensor) and x._vc is vc:
+            a = _memory(x)
+            if a is not array and _partly_overlap(array, a):
+                raise RuntimeError(PARTIAL_OVERLAP)
 
 
 def check_no_overlap(dst, inputs):

@@ -38,6 +38,7 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
         kept = _kept_values(op, flat, kept)
     edges = []
     in_meta = []            # per input: None, or (shape, NumPy dtype, ...) if it needs a gradient
+    dead_view = False       # a view input that requires grad through nothing (see _inert_class)
     if op.saves_inputs:
         if INFERENCE_MADE[0]:
             check_saved(flat)
@@ -56,6 +57,7 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
                         edge = _NO_EDGE
                 else:
                     edge = _edge(x)
+                    dead_view = dead_view or edge[0] is None
                 edges.append(edge)
                 in_meta.append(None if edge is _NO_EDGE else (a.shape, a.dtype))
                 vc = x._vc
@@ -91,6 +93,7 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
                         edge = _NO_EDGE
                 else:
                     edge = _edge(x)
+                    dead_view = dead_view or edge[0] is None
                 edges.append(edge)
                 in_meta.append(None if edge is _NO_EDGE else meta)
             else:
@@ -108,6 +111,8 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
     node_class = op.node_class
     if op.node_names is not None:
         node_class = op.node_class_for(flat, params, outputs, kept)
+    if dead_view and not any([edge[0] is not None for edge in edges]):
+        node_class = _inert_class(node_class)
     in_meta = tuple(in_meta)
     if versions is not None:
         versions = tuple(versions)  # a tuple of numbers: the collector untracks it
@@ -504,6 +509,24 @@ def _check_refused_grads(op, flat):
                 kernel = kernel(flat)
             if kernel is not None:
                 raise not_differentiable(kernel, argument)
+
+
+def _inert_class(cls):
+    """``cls`` for a node none of whose inputs leads anywhere: its inputs' gradients are
+    not computed. Only a view of a leaf made before its base required grad gets here: the
+    view requires grad yet has no history, as PyTorch's, whose node computes nothing."""
+    inert = _INERT.get(cls)
+    if inert is None:
+        inert = _INERT[cls] = type(cls.__name__, (cls,), {
+            "__slots__": (), "apply": _inert_apply, "__module__": cls.__module__})
+    return inert
+
+
+def _inert_apply(self, grads, in_meta=None):
+    return [None] * len(self._edges)
+
+
+_INERT = {}                                 # an OpNode class -> its _inert_class
 
 
 def _record_outputs(node_class, op, edges, saved, lengths, versions, params, in_meta,

@@ -85,7 +85,7 @@ class Op:
     # how many operands an elementwise op of several has (0 for the others): the dispatcher's
     # one test for a layout check, set at registration
     laid_operands = 0
-    # ``out_layout(result, inputs)``: the array whose layout a resized ``out=`` tensor takes
+    # ``out_layout(result, inputs, out)``: the array whose layout a resized ``out=`` tensor takes
     # (None: an elementwise op's takes its result's, another op's is row-major); for an op
     # whose out= PyTorch lays out otherwise than its result (see ops/_out.py)
     out_layout = None

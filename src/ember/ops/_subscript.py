@@ -17,8 +17,9 @@ from ember._warn import outside_level
 from ember.backend import xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import call
-from ember.ops.indexing import (SubscriptIndices, _getitem_slice, _index, basic_view, index_put,
-                                scalar_array)
+from ember.ops.indexing import (SubscriptIndices, _check_values_shape, _getitem_slice, _index,
+                                basic_view, index_put, scalar_array)
+from ember.ops.subscript_views import _steps
 
 _FULL = slice(None)
 _SEQUENCE_WARNING = (
@@ -260,22 +261,58 @@ def getitem(self, key):
 
 def setitem(self, key, value):
     """``self[key] = value``, in place; ``value`` (a number or tensor) broadcasts to the region."""
+    number = not isinstance(value, Tensor)
+    if number:                              # PyTorch reads the value before the key
+        value = _value_for(self, value, False)
+    if key is False:                        # (PyTorch writes nothing, not even a version)
+        return
+    if key is True:                         # a view (not an advanced index): copy_ casts
+        _copy_to(basic_view(self, (None,)), value)
+        return
     basic, indices = parse(self, key)
-    target = self if _is_trivial(basic) else basic_view(self, basic)
-    value = _value_for(target, value, indices is not None)
+    # slices of whole dims (from 0, step 1) are no view: PyTorch writes into ``self`` itself
+    target = self if _is_trivial(basic) or not _steps(basic, self.shape) else \
+        basic_view(self, basic)
+    if indices is None:
+        _copy_to(target, value, number)
+        return
+    if not number:                          # (a number's 0-dim tensor is ready)
+        value = _value_for(target, value, True)
     call_inplace(index_put, (target, value), (indices or (), False))
+
+
+def _copy_to(dst, value, number=False):
+    """``dst[...] = value``: a copy, or a fill of a 0-dim value, as PyTorch's (its nodes:
+    CopyBackwards, FillBackward3); ``number``: the value is one made of a Python number."""
+    if not value._data.ndim:
+        if not number and value.device != dst.device:
+            value = value.to(dst.device)
+        (dst.fill_ if dst._data.ndim else dst.copy_)(value)
+        return
+    value = _value_for(dst, value, True)        # (leading 1s dropped; copy_ casts the dtype)
+    shape = dst._data.shape
+    if value._data.shape != shape:
+        _check_values_shape(value._data, shape, False, value._data.dtype)
+        if value._vc is not None and value._vc is dst._vc:
+            value = value.expand(shape)         # as PyTorch's: no partial overlap then
+    dst.copy_(value)
 
 
 def _value_for(target, value, advanced):
     if isinstance(value, Tensor):
-        if value.dtype is not target.dtype and not advanced:
-            value = value.to(target.dtype)      # (index_put checks or converts the others)
-        if value.ndim == 0 and value.device != target.device:
+        shape = value._data.shape
+        if not shape and value.device != target.device:
             value = value.to(target.device)
         lead = 0
-        while lead < value.ndim and value.shape[lead] == 1:
+        while lead < len(shape) and shape[lead] == 1:
             lead += 1
-        return value.reshape(value.shape[lead:]) if lead else value
+        if lead:
+            value = value.reshape(shape[lead:])
+        if value.dtype is not target.dtype and not advanced:
+            # (the shape is refused in the value's dtype; index_put checks the others)
+            _check_values_shape(value._data, target._data.shape, False, value._data.dtype)
+            value = value.to(target.dtype)
+        return value
     # NumPy's integers and its float64/complex128 (Python float/complex subclasses) only: PyTorch
     # refuses np.bool_, np.float32, np.float16 ... even into a tensor of that very dtype
     if isinstance(value, (int, float, complex, np.integer)):

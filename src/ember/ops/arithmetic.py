@@ -9,7 +9,7 @@ from ember.ops._barebones import WIDE_UNSIGNED_NP, KernelCheck, refusal
 from ember.ops._op_errors import check_broadcast
 from ember.ops._binary_rules import tensor_policy
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
-from ember.ops._pointwise_layout import NUMBERS_ASIDE
+from ember.ops._pointwise_layout import NUMBERS_ASIDE, laid_as_operands
 from ember.ops._promotion import BINARY, FLOAT, FLOAT_ONLY, SAME, Policy, real_no_bool
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import checked_scalar, number_arg, rounded_number
@@ -159,9 +159,11 @@ sub.params_in_dtype("alpha")
 
 def _rsub(xp, a, b, alpha):
     try:
-        return _sub(xp, b, a, alpha, fname="rsub")
+        res = _sub(xp, b, a, alpha, fname="rsub")
     except ValueError:                  # shapes: PyTorch names ``other`` tensor a
         raise RuntimeError(broadcast_message([np.shape(b), np.shape(a)])) from None
+    # laid out as PyTorch's sub(other, input) lays it out: ``other`` first
+    return laid_as_operands(xp, res, [b, a], False)
 
 
 rsub = binary("rsub(input, other, alpha=1)", _rsub,
@@ -403,13 +405,42 @@ def _pow(xp, a, b, *, laid=False):
             and int(b) not in (0, 1):
         # (a tensor exponent was refused by the dispatcher: ops/_barebones.py)
         raise refusal("pow", D.FROM_NUMPY[a.dtype])
-    if isinstance(b, (float, complex)) and b == 0.5 and hasattr(a, "dtype") \
-            and a.dtype.kind == "c":
-        return xp.sqrt(a)       # as PyTorch: exact on the axes, where NumPy's cpow is not
+    if type(b) in _NUMBER_BASES and hasattr(a, "dtype") and a.dtype.kind == "c":
+        special = _COMPLEX_POWERS.get(b)
+        if special is not None:
+            return special(xp, a)
     half = next((x.dtype for x in (a, b) if _is_half(x)), None)
     if half is not None:
         return _half_pow(xp, a, b, half)
     return real_power(xp, a, b)
+
+
+def _zero_base_powers(xp, a, b, out):
+    """``out`` = a ** b (complex) with PyTorch's values at a zero base, which takes C's cpow
+    (but for the _EXACT_POWERS): 0 (its imaginary part -0.0 unless b's is
+    negative) where b's real part is positive, inf+nanj where negative, NaN where zero
+    (``0 ** 0j``) or where b's imaginary part is not finite. (NumPy gives 1 at 0 ** 0j, NaN
+    elsewhere.)"""
+    zero = xp.asarray(a) == 0
+    if not zero.any():
+        return out
+    b = xp.broadcast_to(xp.asarray(b, dtype=out.dtype), out.shape)
+    re, im = b.real, b.imag
+    finite = xp.isfinite(im)
+    positive = (re > 0) & finite
+    at_zero = xp.where((re < 0) & finite, complex(np.inf, np.nan),
+                       complex(np.nan, np.nan)).astype(out.dtype)
+    at_zero.real[positive] = 0
+    at_zero.imag[positive] = xp.where(im < 0, 0.0, -0.0)[positive]
+    return xp.where(zero, at_zero, out).astype(out.dtype, copy=False)
+
+
+# PyTorch's kernels for a complex tensor to these number powers: sqrt (exact on the axes,
+# where NumPy's cpow is not), rsqrt and reciprocal (inf+nanj at 0, 0 at inf), products (the
+# signs of zeros as multiplying gives them)
+_COMPLEX_POWERS = {0.5: lambda xp, a: xp.sqrt(a), -0.5: lambda xp, a: 1 / xp.sqrt(a),
+                   -1: lambda xp, a: xp.divide(1, a), 2: lambda xp, a: a * a,
+                   3: lambda xp, a: a * a * a, -2: lambda xp, a: 1 / (a * a)}
 
 
 def _is_half(x):
@@ -452,7 +483,14 @@ def real_power(xp, a, b):
     if type(b) is np.ndarray and b.ndim == 0 and b == 0.5 and out.dtype.kind == "f":
         # NumPy takes any 0-d exponent of 0.5 for sqrt; C's pow gives +0 at -0.0, inf at -inf
         out = xp.where(xp.isneginf(a), xp.inf, out + 0)
+    if out.dtype.kind == "c" and not (type(b) in _NUMBER_BASES and b in _EXACT_POWERS):
+        out = _zero_base_powers(xp, a, b, out)
     return out
+
+
+# number exponents PyTorch's complex kernels compute exactly (ones, a copy, products, sqrt),
+# keeping NumPy's values at a zero base
+_EXACT_POWERS = (0, 1, 2, 3, 0.5)
 
 
 def _pow_grad(grad, a, b, *, out=None):
@@ -583,7 +621,7 @@ def _sign(xp, x):
         raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support "
                                   "complex numbers. Please use torch.sgn instead.")
     if x.dtype.kind == "b":
-        return x.copy()
+        return x.copy(order="K")        # (laid out as input, as PyTorch's)
     out = xp.sign(x)
     if x.dtype.kind == "f":
         out = xp.where(xp.isnan(x), 0, out).astype(x.dtype)
@@ -601,6 +639,17 @@ def _sgn_grad(grad, x, *, out):
 
 abs = unary("abs(input)", lambda xp, x: xp.abs(x), lambda grad, x: grad * x.sgn(),
             doc="The absolute value of each element.", promote=ABS)
+
+
+def _abs_out_layout(res, inputs, out):
+    """PyTorch computes a complex input's abs complex to complex, then copies its real part
+    into a real out= resized row-major; other calls lay out out= as the result."""
+    if inputs[0].is_complex() and not out.is_complex():
+        return res.copy()               # (fresh: row-major)
+    return res
+
+
+abs.out_layout = _abs_out_layout
 
 
 @abs.inplace_variant

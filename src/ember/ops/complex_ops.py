@@ -1,4 +1,4 @@
-"""Complex numbers: angle, polar, complex, view_as_real, view_as_complex, isreal.
+"""Complex numbers: angle, polar, complex, view_as_real, view_as_complex (isreal: math_odds.py).
 
 (conj, real and imag live in conversion.py.) ember has no complex32, so where PyTorch
 builds a ComplexHalf tensor (``complex`` and ``view_as_complex`` of float16) ember raises.
@@ -28,7 +28,9 @@ def _name(a):
 
 def _angle(xp, x):
     if x.dtype.kind == "c":
-        return xp.angle(x)
+        # row-major, as PyTorch's (it computes a complex input's angle into a resized out)
+        out = xp.angle(x)
+        return out.copy() if out.ndim > 1 and not out.flags.c_contiguous else out
     # a real number's angle is pi for negatives and 0 otherwise (-0.0 included); NaN stays
     return xp.where(x < 0, np.pi, xp.where(x != x, x, 0)).astype(x.dtype, copy=False)
 
@@ -46,13 +48,7 @@ angle = unary("angle(input)", _angle, _angle_grad, inplace=False,
                   "its phase, of a real number 0 or pi.")
 
 
-@op("isreal(input)")
-def isreal(xp, x):
-    """Whether each element is real: a complex element with a zero imaginary part, or any
-    element of a real tensor."""
-    if x.dtype.kind == "c":
-        return x.imag == 0
-    return xp.ones(x.shape, dtype=np.bool_)
+# (isreal: ops/math_odds.py)
 
 
 # --- complex, polar ---------------------------------------------------------------------------

@@ -177,6 +177,11 @@ def tensordot(a, b, dims=2, out=None):
         if len(dims) < 2:
             raise ValueError(f"not enough values to unpack (expected 2, got {len(dims)})")
         raise ValueError("too many values to unpack (expected 2)")
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype != b.dtype:
+        # PyTorch reads the dims (and compares the lists' lengths) before the dtypes
+        dims_a, dims_b = tensordot_dims(dims, a.dim(), b.dim())
+        if len(dims_a) != len(dims_b):
+            raise RuntimeError("both dimension lists should have same length")
     return _tensordot(a, b, dims, out=out)
 
 
@@ -212,6 +217,12 @@ def inner(xp, a, b):
     cols = b.reshape(math.prod(b.shape[:-1]), k)
     _no_bool_product(a, rows.shape[0], k, cols.shape[0])
     return matrix_product(xp, rows, cols.T).reshape(a.shape[:-1] + b.shape[:-1])
+
+
+# PyTorch's inner is a composite: a product of a 0-dim operand (MulBackward0), else a view
+# of a matrix product (ViewBackward0)
+inner.named_by(lambda flat, params, out: "ViewBackward0" if flat[0].ndim and flat[1].ndim
+               else "MulBackward0")
 
 
 @inner.derivative

@@ -19,6 +19,7 @@ from ember.backend import (cuda_backend, cuda_initialized, device_of, loud_fp, q
                            xp_of)
 from ember.backend.meta import MetaArray, meta_like
 from ember.ops._elementwise import zeros_for
+from ember.ops._overlap import check_memory_partial_overlap
 from ember.ops.complex_ops import view_as_real
 from ember.ops._arg_aliases import MISSING, UNSET
 from ember.ops._registry import (broadcast_message, call, method_varargs, op,
@@ -356,6 +357,12 @@ def _copy(xp, dst, src, non_blocking):
                        f"{list(joint)}")
 
 
+@_copy.inplace_variant
+def _(xp, dst, x, src, non_blocking):
+    # same dtype: straight in (NumPy's copyto buffers overlapping memory); else ``cast``'s rules
+    xp.copyto(dst, src if src.dtype == dst.dtype else _copy.forward(xp, dst, src, non_blocking))
+
+
 @_copy.derivative
 def _(grad, dst, src, non_blocking):
     return zeros_for(grad), grad
@@ -389,17 +396,29 @@ def copy_(self, src, non_blocking=False):
 
 
 Tensor.copy_ = copy_
+# PyTorch's copy kernel reads conjugate and negative views as they lie: their memory overlaps
+_copy.overlap_check = check_memory_partial_overlap
 
 
 def _filled(xp, x, value):
+    return xp.full(x.shape, _fill_value(xp, x, value), dtype=x.dtype)
+
+
+def _fill_value(xp, x, value):
+    """``value`` (a number or 0-dim array) checked, as fill writes it into ``x``."""
     if getattr(value, "ndim", 0) != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
     if not hasattr(value, "dtype"):
         value = checked_scalar(xp, value, x.dtype, single=x.size == 1)
-    elif value.dtype.kind == "c" and x.dtype.kind != "c":
-        value = checked_scalar(xp, complex(value), x.dtype)
-    return xp.full(x.shape, value, dtype=x.dtype)
+    elif value.dtype.kind == "c" and x.dtype.kind not in "cb":
+        # a tensor's value is cast as copy_ casts, unchecked (a number's is checked above)
+        if x.size:
+            warn_once("Casting complex values to real discards the imaginary part")
+        value = value.real
+    if value.dtype != x.dtype:
+        value = cast(xp, value, x.dtype)    # PyTorch's rounding (ml_dtypes' differs)
+    return value
 
 
 @op("fill(input, value)", inputs=2, method=False, saves_inputs=False, scalars=True)
@@ -421,6 +440,16 @@ def _name_by_value(fill_op, by_number, by_tensor):
                      by_tensor if isinstance(flat[1], Tensor) else by_number)
 
 
+@_fill.inplace_variant
+def _(xp, dst, x, value):
+    value = _fill_value(xp, x, value)
+    # cast as full casts; a value read off ``dst``'s own memory (``x.fill_(x[0])``) first
+    xp.copyto(dst, value.copy() if getattr(value, "base", None) is not None else value,
+              casting="unsafe")
+
+
+# PyTorch reads fill_'s value (a 0-dim tensor) as a number first: no overlap with it to refuse
+_fill.overlap_check = lambda dst, inputs: None
 _name_by_value(fill, "FillBackward0", "FillBackward1")
 _name_by_value(_fill, "FillBackward2", "FillBackward3")       # the in-place nodes
 fill.number_overload("value")

@@ -7,8 +7,11 @@ and, as in PyTorch, carries no gradient.
 """
 
 import operator
+import weakref
 
 from ember import _dtype as D
+from ember._inference import inherit
+from ember._storage_place import _storage_root
 from ember._tensor import Tensor
 from ember.ops._overload_table import METHOD_OVERLOADS
 from ember.ops._overloads import combination_error
@@ -48,9 +51,17 @@ def _check(x, dtype):
 
 
 def view_dtype(x, dtype):
-    """``x``'s memory read as ``dtype``, after PyTorch's checks."""
+    """``x``'s memory read as ``dtype``, after PyTorch's checks. As PyTorch's, the result is
+    no view to autograd: its ``_base`` is None (views taken of it are based on it), it never
+    requires grad; it shares ``x``'s memory and version counter."""
     _check(x, dtype)
-    return _view_dtype(x, dtype)
+    out = _view_dtype(x, dtype)
+    if out._view is not None:   # (not an inference tensor's alias): an alias as detach's
+        root = _storage_root(x)
+        out._view, out._requires_grad = None, False     # (one made in no_grad mode: no leaf)
+        out._meta = {"storage_root": weakref.ref(root), "storage_array": root._data}
+        inherit(out, x)
+    return out
 
 
 def _invalid_combination(args, kwargs):

@@ -8,7 +8,6 @@ error, as in PyTorch.
 
 import numpy as np
 
-from ember._memory_format import contiguous_format
 from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.autograd._forward_traces import PULLING
@@ -19,10 +18,12 @@ from ember.ops._linalg_utils import (check_float, check_kernel, check_matrix, ch
 from ember.ops._out_dtypes import _C_NAMES
 from ember.ops._reduce import constant
 from ember.ops._registry import broadcast_message, op
-from ember.ops.solvers import singular_inverse, solve, solve_triangular, triangular_solve
+from ember.ops.solvers import (singular_inverse, solve, solve_triangular, triangular_grad,
+                               triangular_solve)
 
-__all__ = ["cholesky", "cholesky_ex", "qr", "eigh", "eigvalsh", "eig", "eigvals",
-           "check_phase", "qr_legacy", "cholesky_legacy", "cholesky_solve", "cholesky_inverse"]
+__all__ = ["cholesky", "cholesky_top", "cholesky_ex", "qr", "eigh", "eigvalsh", "eig", "eigvals",
+           "check_phase", "qr_legacy", "cholesky_legacy", "triangular_solve_top",
+           "cholesky_solve", "cholesky_inverse"]
 
 cholesky_ex_result = named_result("linalg_cholesky_ex", ("L", "info"))
 qr_result = named_result("linalg_qr", ("Q", "R"))
@@ -52,10 +53,9 @@ def _adjoint(a):
     return t.conj() if a.dtype.kind == "c" else t
 
 
-def _cholesky(xp, a, upper):
+def _cholesky(xp, a, upper, name="linalg.cholesky"):
     """(factor, info) for a batch of Hermitian matrices (the ``upper`` or lower triangle is
     read)."""
-    name = "linalg.cholesky"
     check_square(name, a)
     check_float(name, a, "cholesky_cpu")
     try:
@@ -116,6 +116,29 @@ def cholesky(xp, a, upper):
 
 
 cholesky.derivative(_cholesky_grad)
+
+
+@op("cholesky(input, upper=False)", out=True, method=False, grad_fn_name="CholeskyBackward0",
+    saves_inputs=False)
+def cholesky_top(xp, a, upper):
+    """The factor of ``linalg.cholesky``, under the deprecated top-level op's name (its node's
+    and messages'); an empty input is returned unchecked, laid out row-major, as PyTorch's."""
+    if a.size == 0:
+        return xp.ascontiguousarray(a).copy()
+    check_square("cholesky", a)
+    check_kernel(a, "cholesky_cpu")         # (no "Expected a floating point" check there)
+    factor, info = _cholesky(xp, a, upper, "cholesky")
+    raise_first_failure("cholesky", info, a.shape, _not_positive_definite)
+    return factor
+
+
+@cholesky_top.derivative
+def _(grad, a, upper, *, out):
+    return grad * 0 if out.numel() == 0 else _cholesky_grad(grad, a, upper, out=out)
+
+
+# (PyTorch's legacy out= is resized row-major, where linalg.cholesky's takes the result's layout)
+cholesky_top.out_layout = lambda res, inputs, out: res.copy()
 
 
 @op("cholesky_ex(input, *, upper=False, check_errors=False)", namespace="linalg",
@@ -221,10 +244,12 @@ _QR_MODES = ("reduced", "complete", "r")
 def qr(xp, a, mode):
     """(Q, R) with A = QR, Q with orthonormal columns and R upper triangular; ``mode`` is
     'reduced', 'complete' (square Q) or 'r' (R only; Q is empty)."""
+    check_matrix("linalg.qr", a)
+    if a.dtype.kind not in "fcV" and a.dtype != np.float16:     # (bfloat16's kind is "V")
+        check_float("linalg.qr", a)     # an integer dtype, before the mode; a 16-bit one after
     if mode not in _QR_MODES:
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            f"'reduced' (default), 'r', or 'complete'")
-    check_matrix("linalg.qr", a)
     check_float("linalg.qr", a, "geqrf_cpu")
     if mode == "r":
         return xp.zeros(0, a.dtype), column_major(xp, xp.linalg.qr(a, mode="r"))
@@ -277,8 +302,9 @@ def _check_uplo(uplo):
 
 def _check_eigh(xp, a, uplo):
     check_square("linalg.eigh", a)
-    check_kernel(a, "linalg_eigh_cpu")
     _check_uplo(uplo)
+    if a.size:                  # (PyTorch returns empty integer input's eigenvalues unchecked)
+        check_kernel(a, "linalg_eigh_cpu")
 
 
 @op("eigh(input, UPLO='L')", namespace="linalg", out=True, namedtuple=eigh_result,
@@ -288,6 +314,8 @@ def eigh(xp, a, uplo):
     """(eigenvalues, eigenvectors) of each Hermitian matrix (its ``UPLO`` triangle is read):
     real eigenvalues in ascending order, orthonormal eigenvectors."""
     _check_eigh(xp, a, uplo)
+    if a.dtype.kind not in "fc":    # (empty: checked) PyTorch's results keep its dtype
+        return xp.zeros(a.shape[:-1], a.dtype), xp.zeros(a.shape, a.dtype)
     w, v = xp.linalg.eigh(a, UPLO=uplo.upper())
     return w, column_major(xp, v)
 
@@ -298,6 +326,8 @@ def eigh(xp, a, uplo):
 def eigvalsh(xp, a, uplo):
     """The real eigenvalues of each Hermitian matrix, in ascending order."""
     _check_eigh(xp, a, uplo)
+    if a.dtype.kind not in "fc":    # (empty: checked) PyTorch's result keeps its dtype
+        return xp.zeros(a.shape[:-1], a.dtype)
     return xp.linalg.eigvalsh(a, UPLO=uplo.upper())
 
 
@@ -448,16 +478,13 @@ def qr_legacy(input, some=True, *, out=None):
     """(Q, R): ``linalg.qr(input, 'reduced' if some else 'complete')`` (deprecated)."""
     warn_once(_QR_DEPRECATED)
     q, r = qr(input, "reduced" if some else "complete", out=out)
-    return qr_top_result(q, r)
+    return (qr_top_result if out is None else qr_top_result.out_type)(q, r)
 
 
 def cholesky_legacy(input, upper=False, *, out=None):
     """The Cholesky factor L (or U = L^H when ``upper``): ``linalg.cholesky`` (deprecated)."""
     warn_once(_CHOLESKY_DEPRECATED)
-    if out is None and input.numel() == 0:
-        # PyTorch's legacy op returns empty input unchecked, laid out row-major
-        return input.clone(memory_format=contiguous_format)
-    return cholesky(input, upper=upper, out=out)
+    return cholesky_top(input, upper, out=out)
 
 
 _TRIANGULAR_DEPRECATED = (
@@ -478,26 +505,53 @@ def _check_triangular_solve(b, a):
     check_solve_rows("triangular_solve", a, b)
 
 
+@op("triangular_solve(input, A, upper=True, transpose=False, unitriangular=False)", inputs=2,
+    method=False, namedtuple=triangular_solve_result)
+def triangular_solve_top(xp, b, a, upper, transpose, unitriangular):
+    """(X, a copy of A) with A X = ``input`` (A^T X = ``input`` when ``transpose``), A
+    triangular, under the deprecated op's node (TriangularSolveBackward0, both outputs); the
+    copy has the batch dims broadcast, laid out column-major, as PyTorch's."""
+    _check_triangular_solve(b, a)
+    system = a.swapaxes(-1, -2) if transpose else a
+    solution = triangular_solve(xp, system, b, upper != transpose, unitriangular)
+    copy = xp.broadcast_to(a, solution.shape[:-2] + a.shape[-2:]).copy()
+    return solution, column_major(xp, copy)
+
+
+@triangular_solve_top.derivative
+def _(grads, b, a, upper, transpose, unitriangular, *, out):
+    # X = S^{-1} B with S = A (A^T when transposed): linalg.solve_triangular's gradients for
+    # S, transposed back to A; the copy's gradient reaches all of A
+    grad_x, grad_copy = grads
+    grad_b = grad_a = None
+    if not undefined_grad(grad_x):
+        system = a.mT if transpose else a
+        grad_a, grad_b = triangular_grad(grad_x, system, out[0], upper != transpose, True,
+                                         unitriangular)
+        grad_a = grad_a.mT if transpose else grad_a
+    if not undefined_grad(grad_copy):
+        grad_a = grad_copy if grad_a is None else grad_a + grad_copy
+        if grad_b is None:          # (PyTorch's zeros, not an undefined gradient)
+            grad_b = grad_copy.new_zeros(b.shape)
+    return grad_b, grad_a
+
+
 def triangular_solve_legacy(input, A, upper=True, transpose=False, unitriangular=False, *,
                             out=None):
     """(X, a copy of A) with A X = ``input`` (A^T X = ``input`` when ``transpose``), A
     triangular: ``linalg.solve_triangular`` with its arguments reversed (deprecated)."""
-    from ember import linalg
     warn_once(_TRIANGULAR_DEPRECATED)
-    _check_triangular_solve(input._data, A._data)
-    system = A.mT if transpose else A
-    solution = linalg.solve_triangular(system, input, upper=upper != transpose,
-                                       unitriangular=unitriangular)
-    coefficient = A.mT.clone(memory_format=contiguous_format).mT    # column-major, as PyTorch's
-    result = triangular_solve_result(solution, coefficient)
+    result = triangular_solve_top(input, A, upper, transpose, unitriangular)
     if out is not None:
         for dst, value in zip(out, result):
             if dst.dtype is not value.dtype:
                 raise RuntimeError(f"Expected out tensor to have dtype {_C_NAMES[value.dtype]}, "
                                    f"but got {_C_NAMES[dst.dtype]} instead")
         for dst, value in zip(out, result):
-            dst.resize_(*value.shape).copy_(value)
-        return triangular_solve_result(*out)
+            if dst.shape != value.shape:    # resized column-major, as PyTorch's
+                dst.resize_(*value.shape[:-2], value.shape[-1], value.shape[-2]).transpose_(-2, -1)
+            dst.copy_(value)
+        return triangular_solve_result.out_type(*out)
     return result
 
 

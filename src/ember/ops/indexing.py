@@ -20,6 +20,8 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
+from ember.ops._index_checks import check_user_indices, dim_out_of_range, type_string
+from ember.ops._overlap import PARTIAL_OVERLAP, _overlap, check_no_overlap
 from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, op
@@ -61,11 +63,10 @@ def advanced_indices(xp, x, indices, tensors_only=False, bounds=True):
     if isinstance(indices, Tensor) or not isinstance(indices, (tuple, list)):
         raise TypeError(f"index_put(): argument 'indices' (position 2) must be tuple of "
                         f"Tensors, not {type(indices).__name__}")
+    if tensors_only:
+        check_user_indices(x, indices)
     out = []
-    for pos, entry in enumerate(indices):
-        if tensors_only and not isinstance(entry, Tensor):
-            raise TypeError(f"expected Tensor as element {pos} in argument 1, but got "
-                            f"{type(entry).__name__}")
+    for entry in indices:
         if entry is None:
             out.append(None)
             continue
@@ -76,27 +77,32 @@ def advanced_indices(xp, x, indices, tensors_only=False, bounds=True):
                                    "the indexed tensor (cpu)")
             arr = xp.asarray(arr)
         if arr.dtype == np.bool_ or arr.dtype == np.uint8:
-            out.extend(_mask_coordinates(xp, x, arr, len(out)))
+            out.extend(_mask_coordinates(xp, x, arr, len(out), tensors_only))
         elif arr.dtype in _INDEX_DTYPES:
             out.append(arr)
         else:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if len(out) > x.ndim:
+        if tensors_only:    # (a user's entries were counted: a mask's dims, after broadcasting)
+            _broadcast([a for a in out if a is not None])
+            raise dim_out_of_range(x.ndim, x.ndim)
         raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got {len(out)})")
     return _checked_bounds(xp, x, out) if bounds else out
 
 
-def _mask_coordinates(xp, x, mask, dim):
+def _mask_coordinates(xp, x, mask, dim, user_call=False):
     if mask.dtype == np.uint8:
         warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
                       "torch.bool instead.", UserWarning, stacklevel=outside_level())
         mask = mask.astype(np.bool_)
     if mask.ndim == 0:
         raise IndexError("a 0-dim mask can only be used directly in a subscript (x[True])")
-    if dim + mask.ndim > x.ndim:
+    if dim + mask.ndim > x.ndim and not user_call:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim} "
                          f"(got {dim + mask.ndim})")
     for j, size in enumerate(mask.shape):
+        if dim + j >= x.ndim:           # (PyTorch's size() of the dim past the last)
+            raise dim_out_of_range(x.ndim, dim + j)
         if size != x.shape[dim + j]:
             raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not "
                              f"match the shape of the indexed tensor {list(x.shape)} at index "
@@ -111,13 +117,7 @@ def _checked_bounds(xp, x, out, ranges=True):
     arrays = [(d, a) for d, a in enumerate(out) if a is not None]
     if not arrays:
         return tuple(out)
-    try:
-        shape = arrays[0][1].shape if len(arrays) == 1 else \
-            np.broadcast_shapes(*(a.shape for _, a in arrays))
-    except ValueError:
-        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
-                         "with shapes " + ", ".join(str(list(a.shape)) for _, a in arrays)
-                         ) from None
+    shape = arrays[0][1].shape if len(arrays) == 1 else _broadcast([a for _, a in arrays])
     count = math.prod(shape)
     empty = count * math.prod(
         s for d, s in enumerate(x.shape) if d >= len(out) or out[d] is None) == 0
@@ -132,6 +132,17 @@ def _checked_bounds(xp, x, out, ranges=True):
             check_range(a, -size, size, lambda bad, nr=nr, size=size: IndexError(
                 f"index {bad} is out of bounds for dimension {nr} with size {size}"))
     return tuple(out)
+
+
+def _broadcast(arrays):
+    """The shape index ``arrays`` broadcast to, or PyTorch's IndexError."""
+    try:
+        return arrays[0].shape if len(arrays) == 1 else \
+            np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together "
+                         "with shapes " + ", ".join(str(list(a.shape)) for a in arrays)
+                         ) from None
 
 
 def _numpy_key(idx):
@@ -250,7 +261,7 @@ _FILL_REFUSED = WIDE_UNSIGNED_NP | {d.np for d in D.FLOAT8}
 
 # --- index_put --------------------------------------------------------------------------------
 
-def _put(xp, dst, values, indices, accumulate):
+def _put(xp, dst, values, indices, accumulate, inplace=False):
     # PyTorch checks the indices' types, number and shapes, the values' shape, then the
     # dtypes, then the bounds
     user_call = not isinstance(indices, SubscriptIndices)
@@ -260,6 +271,8 @@ def _put(xp, dst, values, indices, accumulate):
         if dst.dtype in _FILL_REFUSED:  # refuses float8 and uint16/32/64, then converts it
             raise refusal("masked_fill", D.FROM_NUMPY[dst.dtype])
         values = _fill_value(xp, dst, mask, values.reshape(()), refuse=False)
+    elif inplace and values.size == 1 and values.base is not None and _overlap(dst, values):
+        raise RuntimeError(PARTIAL_OVERLAP)     # (see _no_overlap)
     idx = advanced_indices(xp, dst, indices, user_call, bounds=False)
     idx = _checked_bounds(xp, dst, idx, ranges=False)
     region = index_shape(dst.shape, idx)
@@ -313,7 +326,7 @@ def _check_values_shape(values, region, advanced, dtype):
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot "
                            f"be broadcast to indexing result of shape {list(region)}")
     if values.ndim > len(region):
-        raise RuntimeError(f"expand(torch.{D.FROM_NUMPY[dtype]._legacy}{{{list(values.shape)}}}"
+        raise RuntimeError(f"expand({type_string(D.FROM_NUMPY[dtype])}{{{list(values.shape)}}}"
                            f", size={list(region)}): the number of sizes provided "
                            f"({len(region)}) must be greater or equal to the number of "
                            f"dimensions in the tensor ({values.ndim})")
@@ -338,9 +351,20 @@ def index_put(xp, x, values, indices, accumulate):
 index_put.versioned_params = (0,)      # PyTorch's node saves the indices
 
 
+def _no_overlap(dst, inputs):
+    """PyTorch refuses values sharing any memory with the tensor written (``x[i] = x``),
+    except one value written through masked_fill_, which reads it first: ``_put`` checks
+    single values, after seeing whether they take that way."""
+    if inputs[0]._data.size != 1:
+        check_no_overlap(dst, inputs)
+
+
+index_put.overlap_check = _no_overlap
+
+
 @index_put.inplace_variant
 def _(xp, dst, x, values, indices, accumulate):
-    _put(xp, dst, values, indices, accumulate)
+    _put(xp, dst, values, indices, accumulate, inplace=True)
 
 
 @index_put.named_by

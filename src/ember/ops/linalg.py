@@ -225,6 +225,9 @@ def matmul(xp, a, b):
         _check_mm(a[None] if da == 1 else a, b)
         return matrix_product(xp, a, b)
     if db <= 2:                 # fold the batch dims of a into its rows: one GEMM
+        if a.size and not _folds_without_copy(a):
+            # PyTorch multiplies such a batch by b expanded to it (bmm): its checks
+            _check_bmm(a, b if db == 2 else b[:, None], math.prod(a.shape[:-2]))
         rows = _rows(a)
         if db == 1:
             _check_mv(rows, b)
@@ -242,6 +245,13 @@ def matmul(xp, a, b):
 
 
 matmul.reads_inputs((1,), (0,))
+
+
+def _folds_without_copy(a):
+    """Whether the leading dims of array ``a`` (3-D or more) view as one without a copy, as
+    PyTorch's matmul folds them (else it takes a bmm)."""
+    shape, strides = a.shape, a.strides
+    return all(strides[i] == strides[i + 1] * shape[i + 1] for i in range(a.ndim - 2))
 
 
 @matmul.named_by
@@ -272,6 +282,10 @@ def _(inputs, params):
     elif db == 1 and da >= 3:
         vector, batch = b, a
     else:
+        va, vb = a._data, b._data
+        if db == 2 and da >= 3 and b.requires_grad and (va.shape[-1] != vb.shape[0]
+                                                         or va.dtype != vb.dtype):
+            _check_mm(_rows(va), vb)        # PyTorch folds a then, whatever its layout
         return NotImplemented
     # (operands that do not fit raise the error of the kernel PyTorch reaches: mv's, bmm's)
     lead, rows, inner = tuple(batch.shape[:-2]), batch.shape[-2], batch.shape[-1]
@@ -379,6 +393,9 @@ def _(grad, x, n, *, out):
     from ember._ranges import arange
     k = arange(1, out.shape[-1], dtype=out.real.dtype, device=out.device)
     return (grad[..., 1:] * (out[..., :-1] * k).conj()).sum(-1).reshape(x.shape)
+
+
+vander.name_nodes("CatBackward0")       # PyTorch's: a cat of ones and cumulative products
 
 
 ALIASES = {"ger": "outer"}

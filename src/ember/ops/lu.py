@@ -38,8 +38,9 @@ def _factor(xp, a, pivot):
     if a.ndim < 2:
         raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got "
                            f"size: {list(a.shape)} instead")
-    check_kernel(a, "lu_cpu")
-    if not pivot:
+    if a.size:                  # (PyTorch factors empty integer input unchecked)
+        check_kernel(a, "lu_cpu")
+    if not pivot and a.size:            # (PyTorch factors an empty input either way)
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the "
                            "CPU")
     lu, piv, info = lu_info(xp, a)
@@ -145,12 +146,12 @@ lu_factor_ex.derivative(lambda grads, a, pivot, check_errors, *, out:
 
 def _check_solve(lu, pivots, b, left):
     name = "linalg.lu_solve"
+    if lu.dtype.kind not in "fcV":
+        check_float("torch.linalg.lu_solve", lu)
     if lu.dtype != b.dtype:
         raise RuntimeError(f"{name}: Expected LU and B to have the same dtype, but found LU of "
                            f"type {torch_name(lu)} and B of type {torch_name(b)} instead")
     check_square("torch.linalg.lu_solve", lu)
-    if lu.dtype.kind not in "fcV":
-        check_float("torch.linalg.lu_solve", lu)
     if b.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor B must have at least 2 dimensions.")
     if pivots.dtype != np.int32:
@@ -283,13 +284,16 @@ def linalg_lu(xp, a, pivot):
         raise RuntimeError(f"linalg.lu: Expected tensor with 2 or more dimensions. Got size: "
                            f"{list(a.shape)} instead")
     lu, piv, _ = _factor(xp, a, pivot)
-    return lu_unpack.forward(xp, lu, piv, True, True)
+    p, low, up = lu_unpack.forward(xp, lu, piv, True, True)
+    return (p if pivot else xp.empty((0,), p.dtype)), low, up    # no P without pivoting
 
 
 @linalg_lu.derivative
 def _(grads, a, pivot, *, out):
     # P is constant; L and U take their gradients back into the packed LU, as lu_unpack's
     p, low, up = out
+    if not pivot:       # (an empty input: no P)
+        return low.new_zeros(low.shape[:-1] + up.shape[-1:])
     grad_lu, _ = lu_unpack.vjp(grads, a, None, True, True)
     return _unpacked_factor_grad(grad_lu, p, low, up)
 

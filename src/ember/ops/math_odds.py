@@ -234,7 +234,7 @@ def signbit(xp, x):
         raise NotImplementedError("signbit is not implemented for complex tensors.")
     _reject_float8("signbit_cpu", x)
     if kind in "bu":
-        return xp.zeros(x.shape, dtype=bool)
+        return xp.zeros_like(x, dtype=bool)     # (laid out as input, as PyTorch's)
     if kind == "i":
         return x < 0
     return xp.signbit(x)
@@ -245,7 +245,7 @@ def isreal(xp, x):
     """True where the element has no imaginary part (every element of a real tensor)."""
     if x.dtype.kind == "c":
         return x.imag == 0
-    return xp.ones(x.shape, dtype=bool)
+    return xp.ones_like(x, dtype=bool)     # (laid out as input, as PyTorch's ones_like)
 
 
 ALIASES = {}

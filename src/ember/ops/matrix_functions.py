@@ -38,6 +38,8 @@ def _det_grad(grad, a, *, out):
     # cof(A) = det(U) det(V^H) U diag(prod_{j != i} s_j) V^H
     if a.numel() == 0:          # (no inverse needed: 16-bit empties have none)
         return a.new_zeros(a.shape)
+    if a.shape[-1] == 1:        # det is the entry itself: its cofactor is 1, singular or not
+        return grad.unsqueeze(-1).unsqueeze(-1).expand(a.shape)
     scale = (grad * out.conj()).unsqueeze(-1).unsqueeze(-1)
     if not bool(constant(lambda xp, d: (d == 0).any(), out)):
         return scale * mh(inv(a))

@@ -85,9 +85,11 @@ def _keep(out, shape, dims, keepdim):
     return out.reshape([1 if d in dims else s for d, s in enumerate(shape)]) if keepdim else out
 
 
-def _empty_min(shape, along):
+def _empty_min(shape, along, named=None):
+    """amin's error for an empty dim ``along`` (which PyTorch's message calls ``named``)."""
     if shape[along] == 0:
-        raise IndexError(f"amin(): Expected reduction dim {along} to have non-zero size.")
+        raise IndexError(f"amin(): Expected reduction dim {along if named is None else named} "
+                         f"to have non-zero size.")
 
 
 def matrix_norm_forward(xp, x, ord, dim, keepdim, dtype):
@@ -106,9 +108,10 @@ def matrix_norm_forward(xp, x, ord, dim, keepdim, dtype):
     # 1-norms take column sums (over d0) and inf-norms row sums (over d1), then an extreme
     first, second = (d0, d1) if abs(ord) == 1 else (d1, d0)
     sums = xp.abs(wide).sum(axis=first)
-    second -= second > first
+    # (PyTorch sums with keepdim: its amin names the second dim unshifted then)
+    named, second = second, second - (second > first)
     if ord < 0:
-        _empty_min(sums.shape, second)
+        _empty_min(sums.shape, second, named if keepdim else second)
     out = _extreme(xp, sums, second, ord > 0)
     return _keep(out, x.shape, (d0, d1), keepdim).astype(real, copy=False)
 

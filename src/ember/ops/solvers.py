@@ -153,6 +153,10 @@ def _check_rhs(name, a, b, left):
         raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
                            f"{_equation(left)} ({a.shape[-2]}x{a.shape[-1]} and "
                            f"{b2.shape[-2]}x{b2.shape[-1]})")
+    if vector and not left:
+        raise RuntimeError(f"{name}: Vector broadcasting of the left hand side is not "
+                           f"supported for left=False. In this case linalg.solve is equivalent "
+                           f"to B / A.squeeze(-1)")
     return b2, vector
 
 
@@ -170,10 +174,10 @@ def broadcast_batch(xp, a, b):
 
 def _solve(xp, a, b, left, name):
     """(X, info) with AX = B (left) or XA = B."""
-    check_square(name, a)
     if a.dtype.kind not in "fc" and a.dtype not in HALF_NP:    # (bfloat16's NumPy kind is "V")
         check_float(name, a)
     check_same_dtype(name, a, b)            # before the 16-bit kernel's error, as PyTorch
+    check_square(name, a)
     check_float(name, a, "lu_cpu")
     b2, vector = _check_rhs(name, a, b, left)
     if not left:                            # XA = B  <=>  A^T X^T = B^T
@@ -205,7 +209,8 @@ def _solve_grad(grad, a, b, left, *, out):
     vector = vector_rhs(a, b)
     if vector:
         x, grad = x.unsqueeze(-1), grad.unsqueeze(-1)
-    grad_b = solve(mh(a), grad, left=left)
+    # (solve_ex: a singular A, which solve_ex leaves unchecked, gives inf and NaN, as PyTorch)
+    grad_b = solve_ex(mh(a), grad, left=left)[0]
     grad_a = -(grad_b @ mh(x)) if left else -(mh(x) @ grad_b)
     return grad_a, (grad_b.squeeze(-1) if vector else grad_b)
 
@@ -297,10 +302,11 @@ def _triangular(xp, a, b, upper, left, unit):
     return column_major(xp, x if left else x.swapaxes(-1, -2))
 
 
-def triangular_solve(xp, a, b, upper):
+def triangular_solve(xp, a, b, upper, unit=False):
     """X with AX = B for (batches of) triangular A, whose ``upper`` (or lower) triangle is
-    read, on checked operands: zeros on A's diagonal give inf and NaN."""
-    return _triangular(xp, a, b, upper, True, False)
+    read (its diagonal taken as ones when ``unit``), on checked operands: zeros on A's
+    diagonal give inf and NaN."""
+    return _triangular(xp, a, b, upper, True, unit)
 
 
 @op("solve_triangular(input, B, *, upper, left=True, unitriangular=False)",
@@ -311,13 +317,20 @@ def solve_triangular(xp, a, b, upper, left, unitriangular):
     return _triangular(xp, a, b, upper, left, unitriangular)
 
 
-@solve_triangular.derivative
-def _(grad, a, b, upper, left, unitriangular, *, out):
+def triangular_grad(grad, a, x, upper, left, unitriangular):
+    """(gA, gB) for the solution ``x`` of AX = B (or XA = B), A triangular: gB = A^{-H} gX
+    (gX A^{-H}), gA = -gB X^H (-X^H gB) read in A's triangle (its diagonal too unless
+    ``unitriangular``); torch.triangular_solve's node shares it."""
     grad_b = solve_triangular(mh(a), grad, upper=not upper, left=left,
                               unitriangular=unitriangular)
-    grad_a = -(grad_b @ mh(out)) if left else -(mh(out) @ grad_b)
+    grad_a = -(grad_b @ mh(x)) if left else -(mh(x) @ grad_b)
     grad_a = grad_a.triu(int(unitriangular)) if upper else grad_a.tril(-int(unitriangular))
     return grad_a, grad_b
+
+
+@solve_triangular.derivative
+def _(grad, a, b, upper, left, unitriangular, *, out):
+    return triangular_grad(grad, a, out, upper, left, unitriangular)
 
 
 solve_triangular.reads_inputs((0, 1), ())   # PyTorch saves A and the solution, not B

@@ -500,7 +500,7 @@ nan_to_num = unary("nan_to_num(input, nan=0.0, posinf=None, neginf=None)", _nan_
 nan_to_num.refuse_complex_grad()
 
 
-def _nan_to_num_out_layout(res, inputs):
+def _nan_to_num_out_layout(res, inputs, out):
     """PyTorch resizes nan_to_num's out= as an elementwise op's (for floating inputs; an
     integer input is copied into a row-major out, as an empty result is)."""
     xp = xp_of(res)

@@ -64,6 +64,9 @@ def _(grad, a, b, dim):
     return cross(b.conj(), grad, d), cross(grad, a.conj(), d)
 
 
+cross.name_nodes("LinalgCrossBackward0")    # PyTorch computes torch.cross by linalg.cross
+
+
 # --- renorm -----------------------------------------------------------------------------------
 
 _EPS = 1e-7

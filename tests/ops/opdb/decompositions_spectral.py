@@ -9,10 +9,12 @@ that do not depend on the choice either, the only ones PyTorch defines.
 """
 
 import re
+import warnings
 
 import numpy as np
 
 import ember
+from ember.ops._registry import REGISTRY
 from tests.ops.opdb.core import ErrorInput, OpInfo, SampleInput, make
 from tests.ops.opdb.decompositions import (LINALG, hermitian_input, matrix, square_errors,
                                            square_samples, torch_hermitian_input)
@@ -56,6 +58,28 @@ def _cholesky_errors(name, check=None):
     return errors
 
 
+def _torch_top_cholesky(a, *args, **kwargs):
+    """torch.cholesky without its deprecation warning (the op tested is ember's node, which
+    warns in the public function alone)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "torch.cholesky is deprecated")
+        return torch_hermitian_input("cholesky")(a, *args, **kwargs)
+
+
+def _top_cholesky_errors():
+    yield ErrorInput(SampleInput(ember.ones(3)), RuntimeError,
+                     re.escape("cholesky: The input tensor A must have at least 2 dimensions."))
+    yield ErrorInput(SampleInput(ember.ones(2, 3, dtype=ember.int64)), RuntimeError, re.escape(
+        "cholesky: A must be batches of square matrices, but they are 2 by 3 matrices"))
+    for dtype, name in ((ember.int64, "Long"), (ember.float16, "Half")):
+        yield ErrorInput(SampleInput(ember.eye(3, dtype=dtype)), NotImplementedError,
+                         f"\"cholesky_cpu\" not implemented for '{name}'")
+    yield ErrorInput(SampleInput(NOT_PD), RuntimeError, re.escape(
+        "cholesky: (Batch element 1): The factorization could not be completed because the "
+        "input is not positive-definite (the leading minor of order 2 is not "
+        "positive-definite)."))
+
+
 def _cholesky_ex_samples(dtype, requires_grad):
     yield from square_samples("spd", kwargs=({}, {"upper": True}))(dtype, requires_grad)
     if not requires_grad:               # what LAPACK leaves of a failed factorization
@@ -68,6 +92,44 @@ def _cholesky_ex_ref(a, upper=False, check_errors=False):
         factor = np.array([[[2, 0], [1, np.sqrt(2)]], [[1, 0], [2, -3]]], a.dtype)
         return (_mh(factor) if upper else factor), np.array([0, 2], np.int32)
     return _cholesky_ref(a, upper, False)
+
+
+# --- triangular_solve (deprecated) ------------------------------------------------------------
+
+def _top_triangular_samples(dtype, requires_grad):
+    def pair(sb, sa, **kw):
+        a = matrix(sa, dtype, requires_grad, "triangular")
+        return SampleInput(make(sb, dtype, requires_grad, low=-1, high=1), (a,), kw,
+                           name=f"{list(sb)} {list(sa)} {kw}")
+    for upper in (True, False):
+        for transpose in (False, True):
+            yield pair((3, 2), (3, 3), upper=upper, transpose=transpose)
+            yield pair((3, 2), (3, 3), upper=upper, transpose=transpose, unitriangular=True)
+        yield pair((2, 3, 1), (3, 3), upper=upper)          # A's copy is broadcast
+        yield pair((0, 3, 2), (3, 3), upper=upper)
+
+
+def _top_triangular_ref(b, a, upper=True, transpose=False, unitriangular=False):
+    from tests.ops.opdb.decompositions import _triangular_ref
+    system = a.swapaxes(-1, -2) if transpose else a
+    x = _triangular_ref(system, b, upper=upper != transpose, unitriangular=unitriangular)
+    return x, np.broadcast_to(a, x.shape[:-2] + a.shape[-2:])
+
+
+def _torch_top_triangular(*args, **kwargs):
+    import torch
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "torch.triangular_solve is deprecated")
+        return torch.triangular_solve(*args, **kwargs)
+
+
+def _top_triangular_errors():
+    one = ember.ones
+    yield ErrorInput(SampleInput(one(3), (ember.eye(3),)), RuntimeError, re.escape(
+        "torch.triangular_solve: Expected b to have at least 2 dimensions, but it has 1 "
+        "dimensions instead"))
+    yield ErrorInput(SampleInput(one(3, 2), (one(2, 3),)), RuntimeError, re.escape(
+        "A must be batches of square matrices, but they are 2 by 3 matrices"))
 
 
 # --- qr ---------------------------------------------------------------------------------------
@@ -394,6 +456,13 @@ OPS = [
            dtypes=LINALG, gradgrad=True, op=hermitian_input(ember.linalg.cholesky),
            torch_op=torch_hermitian_input("linalg.cholesky"),
            error_inputs=_cholesky_errors("linalg.cholesky")),
+    # the deprecated top-level op: its own node (CholeskyBackward0) and messages
+    OpInfo("cholesky", _cholesky_ref, square_samples("spd", kwargs=({}, {"upper": True})),
+           dtypes=LINALG, gradgrad=True, op=hermitian_input(REGISTRY["cholesky"].function),
+           torch_op=_torch_top_cholesky, error_inputs=_top_cholesky_errors),
+    OpInfo("triangular_solve", _top_triangular_ref, _top_triangular_samples, dtypes=LINALG,
+           gradgrad=True, op=REGISTRY["triangular_solve"].function,
+           torch_op=_torch_top_triangular, error_inputs=_top_triangular_errors),
     OpInfo("linalg.cholesky_ex", _cholesky_ex_ref, _cholesky_ex_samples, dtypes=LINALG,
            gradgrad=True, op=hermitian_input(ember.linalg.cholesky_ex),
            torch_op=torch_hermitian_input("linalg.cholesky_ex"),

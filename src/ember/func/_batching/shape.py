@@ -242,14 +242,15 @@ def _embedding_backward(op, args, flags, params, size):
 # ops whose leading dims are batch dims already: the value goes in as it is
 _LEADING = ("tril", "triu", "linalg.inv", "inverse", "linalg.det", "det", "linalg.slogdet",
             "slogdet", "logdet", "linalg.matrix_exp", "matrix_exp", "linalg.matrix_power",
-            "matrix_power", "linalg.cholesky", "linalg.cholesky_ex", "linalg.qr", "linalg.eigh",
-            "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.pinv", "pinverse",
-            "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
+            "matrix_power", "linalg.cholesky", "cholesky", "linalg.cholesky_ex", "linalg.qr",
+            "linalg.eigh", "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "svd", "linalg.pinv",
+            "pinverse", "linalg.inv_ex", "linalg.eig", "linalg.eigvals", "linalg.lu_factor",
             "linalg.lu_factor_ex", "constant_pad_nd", "view_as_real",
             "view_as_complex", "pixel_shuffle", "pixel_unshuffle", "linalg.matrix_rank",
             "_along_dims", "_plane_gather", "_plane_scatter_add", "_max_pool_backward")
 # ops of two operands whose leading dims broadcast: a lower-rank operand gets 1s after the batch
-_BROADCAST_LEADING = ("linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "cdist")
+_BROADCAST_LEADING = ("linalg.solve", "linalg.solve_ex", "linalg.solve_triangular", "cdist",
+                      "triangular_solve")
 
 
 @rule(*_LEADING)
