@@ -271,11 +271,17 @@ def like_input(xp, x, out):
     channels-last out, as PyTorch's convolution, pooling, normalization and resampling
     give."""
     order = suggested_order(x)
-    if order is None:
-        return out
+    if order is None:               # row-major (NumPy's kernels may keep x's own order)
+        if isinstance(out, tuple):
+            return tuple(_row_major(xp, o) for o in out)
+        return _row_major(xp, out)
     if isinstance(out, tuple):
         return tuple(in_order(xp, o, order) if o.ndim == x.ndim else o for o in out)
     return in_order(xp, out, order) if out.ndim == x.ndim else out
+
+
+def _row_major(xp, array):
+    return array if array.ndim == 0 or array.flags.c_contiguous else xp.ascontiguousarray(array)
 
 
 class _Geometry:

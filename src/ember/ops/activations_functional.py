@@ -102,7 +102,9 @@ def threshold_(input, threshold, value):
 
 def _rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None,
            inplace=False):
-    out = _rrelu_values(input, lower, upper, training, generator, inplace)
+    # (PyTorch's rrelu_with_noise writes a row-major result whatever the input's layout)
+    out = _rrelu_values(input if inplace else input.contiguous(), lower, upper, training,
+                        generator, inplace)
     # PyTorch computes both modes with its rrelu_with_noise kernel
     return rename_node(out, "RreluWithNoiseBackward1" if inplace else "RreluWithNoiseBackward0")
 
@@ -119,6 +121,8 @@ def _rrelu_values(input, lower, upper, training, generator, inplace):
     d = input.dtype
     if not d.is_floating_point or d in (D.float8_e4m3fn, D.float8_e5m2):
         raise NotImplementedError(f"\"leaky_relu_cpu\" not implemented for '{d._torch_name}'")
+    if d is D.float16 and input.device.type == "cpu":     # (its CPU kernel lacks float16)
+        raise NotImplementedError("\"rrelu_with_noise_out_cpu\" not implemented for 'Half'")
     a = input._data
     slopes = on_device_of(_rng(generator).uniform(lower, upper, a.shape), a)
     noise = _make(xp_of(a).where(a <= 0, slopes, 1.0).astype(a.dtype))

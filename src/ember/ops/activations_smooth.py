@@ -475,10 +475,12 @@ def _(gg, grad, x, beta, threshold):
 
 
 @act_op("logsigmoid(input)", namespace="nn.functional", promote=float_kernel("log_sigmoid_cpu"),
-        grad_fn_name="LogSigmoidBackward0", out=True)
+        grad_fn_name="LogSigmoidBackward0", out=True, pointwise=False)
 def logsigmoid(xp, x):
-    """``log(sigmoid(input))``, computed without overflow."""
-    return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+    """``log(sigmoid(input))``, computed without overflow (row-major whatever the input's
+    layout, as PyTorch's kernel writes it)."""
+    out = xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+    return out if out.flags.c_contiguous else xp.ascontiguousarray(out)     # (0-d stays 0-d)
 
 
 @logsigmoid.derivative

@@ -19,7 +19,8 @@ __all__ = ["masked_scale", "dropout", "alpha_dropout", "feature_alpha_dropout", 
 _SELU_NEGATIVE = 1.7580993408473766         # -scale * alpha of selu: where it saturates
 
 
-@op("_masked_scale(input, mask, scale)", inputs=2, method=False, grad_fn_name="MulBackward0")
+@op("_masked_scale(input, mask, scale)", inputs=2, method=False, grad_fn_name="MulBackward0",
+    pointwise=True)     # (laid out as the input, as PyTorch's input * mask)
 def _masked_scale(xp, x, mask, scale):
     """``input * mask * scale`` (``mask`` is a boolean or floating tensor)."""
     out = x * mask
@@ -69,12 +70,14 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
 def _masked(input, p, inplace, feature, alpha, generator):
     """Dropout's draw and scaling (``_dropout`` has checked the arguments)."""
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
-    keep = _uniform_like(generator, shape, input._data) >= p
+    # (asarray: a 0-d comparison is a NumPy scalar, no array)
+    xp = xp_of(input._data)
+    keep = xp.asarray(_uniform_like(generator, shape, input._data) >= p)
     if not alpha:
         return masked_scale(input, _make(keep), 1 / (1 - p), inplace)
     a = 1 / math.sqrt((_SELU_NEGATIVE ** 2 * p + 1) * (1 - p))
-    shift = _make((keep * (_SELU_NEGATIVE * a) + _SELU_NEGATIVE * a * (p - 1)).astype(
-        input._data.dtype))
+    shift = _make(xp.asarray(keep * (_SELU_NEGATIVE * a) + _SELU_NEGATIVE * a * (p - 1),
+                             dtype=input._data.dtype))
     out = masked_scale(input, _make(keep), a, inplace)
     return out.add_(shift) if inplace else out + shift
 
@@ -128,7 +131,8 @@ def native_dropout(input, p, train):
         return input.clone(), _make(xp_of(input._data).ones(input.shape, dtype=bool))
     with device_guard(gpu_elsewhere(input._data)):
         _check_dtype(input)
-        keep = _make(_uniform_like(None, input.shape, input._data) >= p)
+        keep = _make(xp_of(input._data).asarray(
+            _uniform_like(None, input.shape, input._data) >= p))
         out = _masked_scale(input, keep, 0.0 if p == 1 else 1 / (1 - p))
     return rename_node(out, "NativeDropoutBackward0"), keep
 
@@ -163,8 +167,11 @@ def f_feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 def _batched_feature_dropout(input, p, training, inplace, batched):
     if batched:
         return _dropout(input, p, training, inplace, feature=True)
-    result = _dropout(input.unsqueeze(0), p, training, inplace, feature=True)
-    return input if inplace else result.squeeze(0)
+    if not inplace:
+        return _dropout(input.unsqueeze(0), p, training, feature=True).squeeze(0)
+    # as PyTorch's: the input itself gains a batch dim and loses it again (in-place on a leaf
+    # that requires grad is an error even where nothing is dropped)
+    return _dropout(input.unsqueeze_(0), p, training, True, feature=True).squeeze_(0)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):

@@ -28,10 +28,10 @@ __all__ = ["embedding", "one_hot"]
 _SPARSE_FROM = 256                      # positions from which the sparse product wins
 
 
-def _check_indices(indices, name):
+def _check_indices(indices, name, position=1):
     if indices.dtype not in (np.int64, np.int32):
         t = D.FROM_NUMPY[indices.dtype]._legacy
-        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
+        raise RuntimeError(f"Expected tensor for argument #{position} 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got ember.{t} instead "
                            f"(while checking arguments for {name})")
 
@@ -175,8 +175,8 @@ def functional_embedding(input, weight, padding_idx=None, max_norm=None, norm_ty
     """Look up the rows of ``weight`` named by the indices in ``input``."""
     # (the op checks the weight's rank: a 0-dim weight has no shape[0] to read here)
     padding_idx = -1 if padding_idx is None else _padding_index(padding_idx, weight.shape[0])
-    if max_norm is not None:
-        _check_indices(input._data, "embedding")
+    if max_norm is not None:    # (PyTorch's embedding_renorm_ checks them first)
+        _check_indices(input._data, "embedding_renorm_", 2)
         # on a detached alias, as PyTorch: the write bumps the weight's version yet carries
         # no tangent (forward AD and ember's forward-mode transforms see the plain lookup)
         _renorm_(weight.detach(), input, max_norm, norm_type)
@@ -191,17 +191,14 @@ def _bag_ids(counts, device):
     return ember.tensor(ids, dtype=ember.int64, device=device)
 
 
-def _bags(input, offsets, per_sample_weights, include_last_offset):
-    """Flat indices, flat weights, the bag of each position and the number of bags."""
+def _check_bag_input(input, offsets):
+    """PyTorch's checks of the input's and offsets' ranks (before the mode's)."""
     if input.ndim == 2:
         if offsets is not None:
             raise ValueError(f"if input is 2D, then offsets has to be None, as input is treated "
                              f"is a mini-batch of fixed length sequences. However, found "
                              f"offsets of type {type(offsets)}")
-        b, length = input.shape
-        bag = _bag_ids(np.full(b, length), input.device)
-        psw = None if per_sample_weights is None else per_sample_weights.reshape(-1)
-        return input.reshape(-1), psw, bag, b
+        return
     if input.ndim != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
                          f"{input.ndim}")
@@ -209,6 +206,16 @@ def _bags(input, offsets, per_sample_weights, include_last_offset):
         raise ValueError("offsets has to be a 1D Tensor but got None")
     if offsets.ndim != 1:
         raise ValueError("offsets has to be a 1D Tensor")
+
+
+def _bags(input, offsets, per_sample_weights, include_last_offset):
+    """Flat indices, flat weights, the bag of each position and the number of bags (the ranks
+    checked by ``_check_bag_input``)."""
+    if input.ndim == 2:
+        b, length = input.shape
+        bag = _bag_ids(np.full(b, length), input.device)
+        psw = None if per_sample_weights is None else per_sample_weights.reshape(-1)
+        return input.reshape(-1), psw, bag, b
     _check_indices(offsets._data, "embedding_bag")
     n = input.shape[0]
     starts = offsets.tolist()
@@ -308,14 +315,16 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     if weight.ndim != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.ndim}")
-    _check_indices(input._data, "embedding_bag")
-    flat, psw, bag, b = _bags(input, offsets, per_sample_weights, include_last_offset)
+    _check_indices(input._data, *(("embedding_bag",) if max_norm is None else
+                                  ("embedding_renorm_", 2)))
+    _check_bag_input(input, offsets)
     _check_mode(mode, scale_grad_by_freq, sparse)
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(
             f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
             f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
             f"on GitHub.")
+    flat, psw, bag, b = _bags(input, offsets, per_sample_weights, include_last_offset)
     _check_weight(weight)
     if per_sample_weights is not None:
         _check_same_type(weight, per_sample_weights)

@@ -17,6 +17,7 @@ from ember.ops._op_errors import OpValueError
 from ember.ops._norm_shared import (_F32, _FAST_DTYPES, _LOW, _check_mixed, _coefficients,
                                     _float_input, _norm_input_grad, _outside_vmap)
 from ember.ops._registry import op
+from ember.ops._scalars import float_arg
 
 
 def _check_vectors(c, **vectors):
@@ -388,6 +389,7 @@ def _channel_dot(a, b):
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                cudnn_enabled):
     """Batch normalization (``torch.batch_norm``'s argument order)."""
+    momentum = float_arg(momentum, "batch_norm", "momentum", 7)
     if not input.numel():
         return _empty_batch_norm(input, weight, bias)
     try:

@@ -7,6 +7,7 @@ import math
 import ember
 from ember._warn import warn_once
 from ember.ops._registry import rename_node
+from ember.ops._scalars import float_arg
 from ember.autograd.grad_mode import no_grad
 from ember.ops.norm_batch import batch_norm
 from ember.ops.norm_rows import _fused_rms_norm
@@ -24,7 +25,7 @@ def _instance_norm(input, weight, bias, running_mean, running_var, use_input_sta
     if not use_input_stats and (running_mean is None or running_var is None):
         raise RuntimeError("Expected running_mean and running_var to be defined when "
                            "use_input_stats is false")
-    n, c = input.shape[:2]
+    n, c = input.size(0), input.size(1)     # (PyTorch's errors below 2 dims)
     x = input.reshape((1, n * c) + tuple(input.shape[2:]))
 
     def tiled(v):
@@ -52,6 +53,7 @@ def _instance_norm(input, weight, bias, running_mean, running_var, use_input_sta
 def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,
                   eps, cudnn_enabled):
     """Instance normalization (``torch.instance_norm``'s argument order)."""
+    momentum = float_arg(momentum, "instance_norm", "momentum", 7)
     return _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
                           momentum, eps)
 
@@ -62,6 +64,7 @@ def functional_instance_norm(input, running_mean=None, running_var=None, weight=
     if use_input_stats and math.prod(input.shape[2:]) == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{_size_text(input.shape)}")
+    momentum = float_arg(momentum, "instance_norm", "momentum", 7)
     return _instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
                           momentum, eps)
 
@@ -87,7 +90,9 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Divide by the root mean square over the trailing ``normalized_shape`` dims, then
     scale (16-bit inputs computed in float32, as in PyTorch)."""
     _warn_mixed_rms_weight(input, weight)
-    return _fused_rms_norm(input, normalized_shape, weight, eps)[0]
+    # (PyTorch's composite ends in contiguous(): a clone of a result laid out as a permuted
+    # input)
+    return _fused_rms_norm(input, normalized_shape, weight, eps)[0].contiguous()
 
 
 def _lrn_check_dtype(input):
@@ -123,12 +128,11 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
         sq = sq.float()
     shape = list(sq.shape)
     front, back = size // 2, (size - 1) // 2
-    # window sums over channels as differences of a cumulative sum over zero-padded channels
-    parts = [sq.new_zeros([shape[0], front + 1] + shape[2:]), sq,
+    # window sums over zero-padded channels (not differences of a cumulative sum: an inf or
+    # NaN, or a large square, would reach every later channel)
+    parts = [sq.new_zeros([shape[0], front] + shape[2:]), sq,
              sq.new_zeros([shape[0], back] + shape[2:])]
-    cs = ember.cat(parts, 1).cumsum(1)
-    c = shape[1]
-    window = cs[:, size:size + c] - cs[:, :c]
+    window = ember.cat(parts, 1).unfold(1, size, 1).sum(-1)
     if not input.dtype.is_floating_point:   # PyTorch's average pooling of integer squares
         return input / ((window.div(size, rounding_mode="trunc") * alpha + k) ** beta)
     div = (window * (alpha / size) + k) ** beta
@@ -172,7 +176,8 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     dim = max(x1.ndim, x2.ndim) - 1
     diff = x1 - x2 + eps
     if dim < 0:
-        return diff.abs() if p != 0 else (diff != 0).to(diff.dtype)
+        return rename_node(diff.abs() if p != 0 else (diff != 0).to(diff.dtype),
+                           "NormBackward1")
     return rename_node(ember.linalg.vector_norm(diff, p, dim, keepdim), "NormBackward1")
 
 

@@ -550,6 +550,13 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enable
 
 def functional_group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalize each group of channels of an (N, C, *) input, then scale and shift."""
+    if input.ndim >= 2 and isinstance(num_groups, int) and num_groups:
+        # PyTorch's check of one value per (sample, group), in its words (its sizes: N * C //
+        # num_groups rows of num_groups groups), before the channels' divisibility
+        size = [input.shape[0] * input.shape[1] // num_groups, num_groups, *input.shape[2:]]
+        if size[0] * math.prod(size[2:]) == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {size}")
     return group_norm(input, num_groups, weight, bias, eps)
 
 for _f, _n in ((functional_layer_norm, "layer_norm"), (functional_group_norm, "group_norm")):
