@@ -23,13 +23,17 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if not tensors:
         return tensor(0.0)
+    first = tensors[0].device               # norms on several GPUs combine on the first
+    for i, t in enumerate(tensors):         # (PyTorch's grouping by device refuses a None)
+        if t is None:
+            raise RuntimeError(f"Tensors of the first list of nested Tensor lists are supposed "
+                               f"to be defined but the {i}-th Tensor is not.")
     fast = device_kernel(tensors[0]._data, "grad_norm") if norm_type == 2.0 else None
     if fast is not None:
         with device_guard(gpu_elsewhere(tensors[0]._data)):
             total = fast([t._data for t in tensors])
         if total is not None:               # all in one launch on a GPU
             return _check_finite(_make(total), norm_type, error_if_nonfinite)
-    first = tensors[0].device               # norms on several GPUs combine on the first
     norms = [linalg.vector_norm(t, norm_type).to(first) for t in tensors]
     dtypes = {n.dtype for n in norms}
     if len(dtypes) > 1:                      # mixed precisions: combine in the widest

@@ -6,7 +6,7 @@ __all__ = ["parameters_to_vector", "vector_to_parameters"]
 
 
 def _check_device(param, old):
-    device = param.get_device() if param.is_cuda else -1
+    device = param.get_device() if param.device.type == "cuda" else -1
     if old is not None and device != old:
         raise TypeError("Found two parameters on different devices, this is currently not "
                         "supported.")

@@ -181,6 +181,14 @@ def _inject_property(module, name):
     setattr(type(module), name, property(get, set_))
 
 
+def _check_same(x, y, message):
+    """``x`` has ``y``'s dtype and shape, else ValueError from ``message``'s template."""
+    for what in ("dtype", "shape"):
+        if getattr(x, what) != getattr(y, what):
+            text = message.replace("{}", what, 1)
+            raise ValueError(text.format(what, getattr(y, what), getattr(x, what)))
+
+
 def register_parametrization(module, tensor_name, parametrization, *, unsafe=False):
     """Make ``module.<tensor_name>`` the output of ``parametrization`` applied to the original
     tensor (now ``module.parametrizations[tensor_name].original``); returns ``module``."""
@@ -192,9 +200,22 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
             if not isinstance(x, Tensor):
                 raise ValueError(f"A parametrization must return a tensor. Got "
                                  f"{type(x).__name__}.")
-            if x.dtype != y.dtype or x.shape != y.shape:
-                raise ValueError("Registering a parametrization may not change the dtype or "
-                                 "shape of the tensor, unless `unsafe` flag is enabled.")
+            _check_same(x, y, "Registering a parametrization may not change the {} of the "
+                        "tensor, unless the `unsafe` flag is enabled.\n"
+                        f"module.{tensor_name}.{{0}}: {{1}}\n"
+                        f"parametrization(module.{tensor_name}).{{0}}: {{2}}")
+            if hasattr(parametrization, "right_inverse"):
+                try:
+                    z = parametrization.right_inverse(x)
+                except NotImplementedError:
+                    z = y               # (right_inverse is taken to be the identity)
+                if not isinstance(z, Tensor):
+                    raise ValueError(f"parametrization.right_inverse must return a tensor. "
+                                     f"Got: {type(z).__name__}")
+                _check_same(z, y, "The tensor returned by parametrization.right_inverse must "
+                            "have the same {} as module." + tensor_name + ", unless the "
+                            "`unsafe` flag is enabled.\n"
+                            f"module.{tensor_name}.{{0}}: {{1}}\nreturned {{0}}: {{2}}")
         plist = module.parametrizations[tensor_name]
         plist.append(parametrization)
         plist.unsafe |= unsafe

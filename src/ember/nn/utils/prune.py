@@ -162,6 +162,8 @@ class PruningContainer(BasePruningMethod):
             if dim < 0:
                 raise IndexError(f"Index is out of bounds for tensor with dimensions {ndim}")
             kept = default_mask.sum(dim=[d for d in range(ndim) if d != dim]) != 0
+            if dim >= ndim:             # (PyTorch's slice list has no such entry)
+                raise IndexError("list assignment index out of range")
             slc = tuple(kept if d == dim else slice(None) for d in range(ndim))
         elif kind == "global":
             slc = (slice(None),) * t.dim()

@@ -5,6 +5,7 @@ holds ``batch_sizes[t]`` rows, the sequences still running at that step, longest
 Packing and padding are gathers (``index_select``), so gradients flow through them.
 """
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -133,6 +134,8 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     if batch_first:
         input = input.transpose(0, 1)
     batch = input.size(1)           # PyTorch's IndexError for inputs of fewer than 2 dims
+    if input.numel() == 0:
+        raise RuntimeError("Cannot pack empty tensors.")
     if len(lengths) != batch:
         raise RuntimeError(f"Expected `len(lengths)` to be equal to batch_size, but got "
                            f"{len(lengths)} (batch_size={batch})")
@@ -142,14 +145,14 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         lengths = [lengths[j] for j in order]
         sorted_indices = ember.tensor(order, dtype=ember.int64, device=input.device)
         input = input.index_select(1, sorted_indices)
-    elif any(a < b for a, b in zip(lengths, lengths[1:])):
+    if lengths and lengths[-1] <= 0:    # (checked before the order, as in PyTorch)
+        raise RuntimeError("Length of all samples has to be greater than 0, but found an "
+                           "element in 'lengths' that is <= 0")
+    if any(a < b for a, b in zip(lengths, lengths[1:])):
         raise RuntimeError("`lengths` array must be sorted in decreasing order when "
                            "`enforce_sorted` is True. You can pass `enforce_sorted=False` to "
                            "pack_padded_sequence and/or pack_sequence to sidestep this "
                            "requirement if you do not need ONNX exportability.")
-    if lengths and lengths[-1] <= 0:
-        raise RuntimeError("Length of all samples has to be greater than 0, but found an "
-                           "element in 'lengths' that is <= 0")
     steps = input.shape[0]
     if lengths and lengths[0] > steps:
         raise RuntimeError(f"Expected all lengths to be at most the padded length {steps}, "
@@ -171,12 +174,16 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     sizes = [int(b) for b in batch_sizes.tolist()]
     steps = len(sizes)
     if total_length is not None:
+        if isinstance(total_length, float):
+            raise TypeError(f"_pad_packed_sequence(): argument 'total_length' (position 5) "
+                            f"must be int, not {type(total_length).__name__}")
         if total_length < steps:
             raise ValueError(f"Expected total_length to be at least the length of the longest "
                              f"sequence in input, but got total_length={total_length} and max "
                              f"sequence length being {steps}")
         steps = total_length
     batch = sizes[0] if sizes else 0
+    _check_batch_sizes(sizes, batch, data)
     pad_row = data.shape[0]
     index = np.full((steps, batch), pad_row, dtype=np.int64)
     offset = 0
@@ -198,6 +205,24 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     return padded, lengths
 
 
+def _check_batch_sizes(sizes, batch, data):
+    """``batch_sizes`` fit ``data`` and never exceed the first: PyTorch's errors for a
+    PackedSequence built by hand, step runs of one batch size at a time."""
+    trail, per = list(data.shape[1:]), int(np.prod(data.shape[1:], dtype=np.int64))
+    offset = 0
+    for bs, run in itertools.groupby(sizes):
+        steps = len(list(run))
+        want = steps * bs
+        have = max(0, min(want, data.shape[0] - offset))
+        if have != want:
+            raise RuntimeError(f"shape '{[steps, bs] + trail}' is invalid for input of size "
+                               f"{have * per}")
+        if bs > batch:
+            raise RuntimeError(f"output with shape {[steps, batch] + trail} doesn't match the "
+                               f"broadcast shape {[steps, bs] + trail}")
+        offset += want
+
+
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
     """Stack sequences of shapes ``(L_i, *)`` into ``(max L, B, *)`` (``(B, max L, *)`` if
     batch_first), filling with ``padding_value`` on ``padding_side``."""
@@ -214,6 +239,10 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
             from ember._from_data import _tp_name
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
                             f"{_tp_name(s)}")
+    if sequences[0].dim() == 0:         # (PyTorch slices off its first size)
+        raise RuntimeError("ArrayRef: invalid slice, N = 1; size = 0")
+    if any(s.dim() == 0 for s in sequences):
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     longest = max(s.shape[0] for s in sequences)
     first = sequences[0]                # sets the trailing dims and dtype, as in PyTorch
     size = (len(sequences), longest) if batch_first else (longest, len(sequences))
@@ -228,6 +257,8 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
     """Split a padded batch back into a list of sequences of the given lengths."""
+    if not isinstance(lengths, Tensor):     # (PyTorch moves them to the padded's device)
+        raise AttributeError(f"'{type(lengths).__name__}' object has no attribute 'device'")
     if not batch_first:
         padded_sequences = padded_sequences.transpose(0, 1)
     return [seq[:n] for seq, n in zip(padded_sequences, _lengths_list(lengths))]
