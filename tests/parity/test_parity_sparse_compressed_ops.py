@@ -250,7 +250,10 @@ def test_batched_invariants_are_checked_per_batch():
 
 def test_ops_without_batch_support_refuse_batched_tensors():
     with pytest.raises(NotImplementedError, match="batched"):
-        ember.mm(batched_csr(ember), ember.ones(3, 2))
+        ember.mm(ember.ones(2, 3), batched_csr(ember))
+    for lib in (torch, ember):      # (PyTorch's own error, before ember's refusal)
+        with pytest.raises(RuntimeError, match="mat1 must be a matrix, got 3-D tensor"):
+            lib.mm(batched_csr(lib), lib.ones(3, 2))
     assert float(batched_csr(ember).sum()) == float(batched_csr(torch).sum())
 
 

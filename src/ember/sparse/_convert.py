@@ -252,18 +252,26 @@ def with_index_dtype(compressed_indices, plain_indices, dtype):
 
 def _to_compressed(x, layout, block, dense_dim, caller):
     name = layout.name[len("sparse_"):]
-    if dense_dim:
-        raise RuntimeError(f"dense_to_sparse_{name}: dense_dim argument must be in [0,0] "
-                           f"range, but {dense_dim} is given")
+    prefix = _prefix(x, layout, caller == "to_sparse")
+    if isinstance(x, SparseTensor):
+        _check_coo_matrix(x, layout, prefix, hybrid=False)
+        if block is not None and L.blocked(layout) and not L.blocked(x.layout) and x.ndim >= 2:
+            _check_divisible(x.shape[:x.sparse_dim()] if x.layout is L.sparse_coo else x.shape,
+                             block, prefix)
+        if dense_dim is not None:
+            raise RuntimeError(f"{prefix}: conversion from {L.short_name(x.layout)} to "
+                               f"{L.short_name(layout)} with dense_dim argument given is not "
+                               f"supported")
+        _check_coo_matrix(x, layout, prefix)
+    else:
+        _check_dense_source(x, layout, dense_dim, prefix)
     if L.blocked(layout):
-        return carry(_to_blocked(x, layout, block, caller or f"to_{layout.name}"), x)
+        return carry(_to_blocked(x, layout, block, caller or f"to_{layout.name}", prefix), x)
     if isinstance(x, SparseTensor) and x.layout is layout:
         return x
     if isinstance(x, SparseTensor) and L.blocked(x.layout):
         raise RuntimeError(f"sparse_compressed_to_sparse_{name}: expected SparseCsr or "
                            f"SparseCsc layout but got {L.short_name(x.layout)}")
-    _check_matrix_dims(x, name)
-    _check_coo_matrix(x, layout)
     if not isinstance(x, SparseTensor) and x.dtype in D.WIDE_UNSIGNED:     # (ops/_barebones.py)
         raise refusal("index_select", x.dtype)
     if x.ndim > 2:
@@ -279,28 +287,69 @@ def _to_compressed(x, layout, block, dense_dim, caller):
     return carry(compressed(layout, pointers, cols.contiguous(), values, x.shape), x)
 
 
-def _check_matrix_dims(x, name):
-    if x.ndim < 2:
-        raise RuntimeError(f"to_sparse_{name}: expected a tensor of at least 2 dimensions "
-                           f"(batch dims, then rows and columns), but got a {x.ndim}-D one")
+def _prefix(x, layout, via_layout):
+    """The name PyTorch's conversion errors start with: its kernel for ``x``'s layout, reached
+    through ``to_sparse(layout=...)`` (``via_layout``) or through ``to_sparse_<layout>``."""
+    name = "" if via_layout else "_" + layout.name[len("sparse_"):]
+    if not isinstance(x, SparseTensor):
+        return "dense_to_sparse" + name
+    if x.layout is layout:
+        return "to_sparse" + name
+    return ("sparse_coo_to_sparse" if via_layout else "coo_to_sparse" + name) \
+        if x.layout is L.sparse_coo else "sparse_compressed_to_sparse" + name
 
 
-def _check_coo_matrix(x, layout):
+def _check_dense_source(x, layout, dense_dim, prefix):
+    """PyTorch's errors converting a dense ``x`` of too few dims (for its dense dims) into a
+    compressed layout (PyTorch's indexing errors where its kernels read the rows and
+    columns); ember's compressed tensors have no dense dims."""
+    nd = x.ndim
+    if L.blocked(layout):
+        dim = -2 - (dense_dim or 0)
+        if nd == 0:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if dim < -nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {dim})")
+    else:
+        if dense_dim is not None and not 0 <= dense_dim <= nd - 2:
+            raise RuntimeError(f"{prefix}: dense_dim argument must be in [0,{nd - 2}] range, "
+                               f"but {dense_dim} is given")
+        if nd < 2 and L.row_compressed(layout):     # (its nonzero()'s indices: [nnz, ndim])
+            raise IndexError(f"select(): index 1 out of range for tensor of size "
+                             f"[{int(ember.count_nonzero(x))}, {nd}] at dimension 1")
+        if nd < 2:
+            raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but "
+                             "got 1)")
+    if dense_dim:
+        raise RuntimeError(f"to_{layout.name}: ember's compressed tensors have no dense "
+                           f"dimensions")
+
+
+def _check_divisible(shape, block, prefix):
+    high, wide = (block, block) if isinstance(block, int) else tuple(block)
+    n_rows, n_cols = shape[-2:]
+    if n_rows % high or n_cols % wide:
+        raise RuntimeError(f"{prefix}: tensor sparse size ({n_rows},{n_cols}) must be "
+                           f"divisible by given blocksize ({high},{wide})")
+
+
+def _check_coo_matrix(x, layout, prefix=None, hybrid=True):
     """PyTorch converts a COO tensor to a compressed layout only from two sparse dims (and
-    ember's compressed tensors have no dense dims)."""
+    ember's compressed tensors have no dense dims: checked where ``hybrid``)."""
     if not isinstance(x, SparseTensor) or x.layout is not L.sparse_coo:
         return
     name = layout.name[len("sparse_"):]
     if x.sparse_dim() != 2:
-        raise RuntimeError(f"coo_to_sparse_{name}: conversion from Sparse to "
+        raise RuntimeError(f"{prefix or 'coo_to_sparse_' + name}: conversion from Sparse to "
                            f"{L.short_name(layout)} for input tensors with "
                            f"sparse_dim()!=2 is not supported")
-    if x.dense_dim():
+    if hybrid and x.dense_dim():
         raise RuntimeError(f"to_sparse_{name}: ember's compressed tensors have no dense "
                            f"dimensions")
 
 
-def _to_blocked(x, layout, block, caller):
+def _to_blocked(x, layout, block, caller, prefix=None):
     name = layout.name[len("sparse_"):]
     if block is None:
         raise RuntimeError(f"dense_to_sparse: conversion from {L.short_name(x.layout)} to "
@@ -320,21 +369,18 @@ def _to_blocked(x, layout, block, caller):
         if x.layout is layout:
             return x
         if is_batched(x):
-            raise RuntimeError(f"sparse_compressed_to_sparse_{name}: conversion from "
-                               f"{L.short_name(x.layout)} to {L.short_name(layout)} for "
-                               f"batched inputs is not supported")
+            kernel = prefix or "sparse_compressed_to_sparse_" + name
+            raise RuntimeError(f"{kernel}: conversion from {L.short_name(x.layout)} to "
+                               f"{L.short_name(layout)} for batched inputs is not supported")
         if L.blocked(x.layout):
             return _flip_blocked(x, layout)
-        _check_coo_matrix(x, layout)
+        _check_coo_matrix(x, layout, prefix)
         x = x.to_dense()
-    _check_matrix_dims(x, name)
     if x.ndim > 2:
-        return _to_batched(x, lambda m: _to_blocked(m, layout, (high, wide), caller),
+        return _to_batched(x, lambda m: _to_blocked(m, layout, (high, wide), caller, prefix),
                            f"to_sparse_{name}")
+    _check_divisible(x.shape, (high, wide), prefix or f"dense_to_sparse_{name}")
     n_rows, n_cols = x.shape
-    if n_rows % high or n_cols % wide:
-        raise RuntimeError(f"dense_to_sparse_{name}: tensor sparse size ({n_rows},{n_cols}) "
-                           f"must be divisible by given blocksize ({high},{wide})")
     blocks = x.reshape(n_rows // high, high, n_cols // wide, wide).transpose(1, 2)
     stored = (blocks != 0).any(-1).any(-1)
     if not L.row_compressed(layout):
@@ -402,8 +448,8 @@ def to_sparse(x, *args, layout=None, blocksize=None, dense_dim=None):
 
 def _check_sparse_source(x, layout, block, dense_dim):
     """PyTorch's errors of ``x.to_sparse(layout=...)`` for a sparse ``x``: a blocksize only
-    for a blocked layout (and then one dividing the matrix), no dense_dim for a compressed
-    one."""
+    for a blocked layout (and then one dividing the matrix), no dense_dim for a COO one (a
+    compressed one's is refused in ``_to_compressed``, after the checks PyTorch makes first)."""
     caller = ("to_sparse" if layout is x.layout else "sparse_coo_to_sparse"
               if x.layout is L.sparse_coo else "sparse_compressed_to_sparse")
     names = f"from {L.short_name(x.layout)} to {L.short_name(layout)}"
@@ -411,12 +457,13 @@ def _check_sparse_source(x, layout, block, dense_dim):
         given = "with" if block is not None else "without"
         raise RuntimeError(f"{caller}: conversion {names} {given} blocksize argument given is "
                            f"not supported")
-    if dense_dim is not None and layout in L.COMPRESSED:
+    if dense_dim is not None and layout is L.sparse_coo:
         raise RuntimeError(f"{caller}: conversion {names} with dense_dim argument given is not "
                            f"supported")
     if block is not None and not L.blocked(x.layout) and x.ndim >= 2:
         high, wide = (block, block) if isinstance(block, int) else tuple(block)
-        rows, cols = x.shape[-2:]
+        ends = x.sparse_dim() if x.layout is L.sparse_coo and x.sparse_dim() >= 2 else x.ndim
+        rows, cols = x.shape[ends - 2:ends]             # (its last two sparse dims)
         if rows % high or cols % wide:
             raise RuntimeError(f"{caller}: tensor sparse size ({rows},{cols}) must be "
                                f"divisible by given blocksize ({high},{wide})")
@@ -487,7 +534,8 @@ def _sparse_mask(self, mask):
 
 def _masked(self, mask):
     if not isinstance(mask, SparseTensor):
-        raise RuntimeError("sparse_mask(): expected mask to be a sparse tensor")
+        raise NotImplementedError(f"Could not run 'aten::sparse_mask' with arguments from the "
+                                  f"'{mask.device.type.upper()}' backend.")
     if tuple(self.shape) != tuple(mask.shape):
         raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
                            f"{list(self.shape)} but mask has size {list(mask.shape)}")

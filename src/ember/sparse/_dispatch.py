@@ -51,12 +51,17 @@ def _handles_layouts(name, args):
 
 # what runs on batched compressed tensors (see _batched.py): the ops on their values alone
 # (added by _ops.py) and these
-BATCHED = {"to_dense", "_to_copy", "__get__", "__set__", "select"}
+BATCHED = {"to_dense", "_to_copy", "__get__", "__set__", "select", "matmul", "mm", "spmm"}
 
 
 def _refuse_batched(name, args):
-    if name not in BATCHED and any(x._crow is not None and x._crow.ndim > 1
-                                   for x in _sparse_operands(args)):
+    if name not in BATCHED:
+        refuse_batched(name, args)
+
+
+def refuse_batched(name, args):
+    """ember's error for op ``name`` given a batched compressed tensor among ``args``."""
+    if any(x._crow is not None and x._crow.ndim > 1 for x in _sparse_operands(args)):
         raise NotImplementedError(f"Could not run 'aten::{aten_name(name)}' with "
                                   f"arguments from the '{backend_name(args)}' backend: ember "
                                   f"does not support this operator on batched compressed "

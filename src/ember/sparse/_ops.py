@@ -284,8 +284,6 @@ def _sum_dtype(values, dtype):
 def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
     if dim is None:
         return _whole_sum(input, dtype)
-    if input._batch_ndim():
-        raise NotImplementedError("sum: ember sums a batched compressed tensor only whole")
     if input.layout not in (L.sparse_coo, L.sparse_csr):
         raise RuntimeError(f"Currently the only compressed sparse format supported for "
                            f"sum.dim_IntList is CSR, but got layout "
@@ -293,6 +291,8 @@ def _sum_op(input, dim=None, keepdim=False, *, dtype=None):
     if input.layout is L.sparse_csr and not keepdim:
         raise RuntimeError("reduction operations on CSR tensors with keepdim=False is "
                            "unsupported")
+    if input._batch_ndim():
+        raise NotImplementedError("sum: ember sums a batched compressed tensor only whole")
     out = _sparse_sum(as_coo(input), dim, dtype)
     if keepdim:
         for d in _summed_dims(dim, input.ndim):     # put back each summed dim, with size 1
@@ -367,9 +367,11 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
 
 
 def _sparse_sum(input, dim, dtype):
-    if is_sparse(input) and input.layout is not L.sparse_coo and dim is not None:
-        raise NotImplementedError("Could not run 'aten::_indices' with arguments from the "
-                                  "'SparseCsrCPU' backend.")
+    if dim is not None and not (is_sparse(input) and input.layout is L.sparse_coo):
+        _summed_dims(dim, input.ndim)           # (its dims are checked first)
+        backend = "SparseCsrCPU" if is_sparse(input) else input.device.type.upper()
+        raise NotImplementedError(f"Could not run 'aten::_indices' with arguments from the "
+                                  f"'{backend}' backend.")
     if is_sparse(input) and input.layout is not L.sparse_coo:
         raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got "
                            f"{L.short_name(input.layout)}")
@@ -392,8 +394,9 @@ def _sparse_sum(input, dim, dtype):
         values = values.sum(dense)
     kept = [d for d in range(sparse_dim) if d not in dims]
     if len(kept) == sparse_dim:
-        return coo(input._i, values, [n for d, n in enumerate(input.shape) if d not in dims],
-                   input._coalesced)
+        out = coo(input._i, values, [n for d, n in enumerate(input.shape) if d not in dims],
+                  input._coalesced)
+        return out if input._coalesced else C.coalesce(out)     # (PyTorch's sums coalesced)
     if not kept:
         return values.sum(0)
     indices = input._i.index_select(0, ember.tensor(kept, device=input.device))
@@ -403,15 +406,15 @@ def _sparse_sum(input, dim, dtype):
 
 def _softmax(input, dim, dtype, log):
     name = "log_softmax" if log else "softmax"
-    if not is_sparse(input):
-        raise RuntimeError(f"sparse.{name}(): expected a sparse COO tensor, but got a strided "
-                           f"one")
-    if input.layout is not L.sparse_coo:
+    if not is_sparse(input) or input.layout is not L.sparse_coo:
+        backend = backend_name((input,)) if is_sparse(input) else input.device.type.upper()
         raise NotImplementedError(f"Could not run 'aten::_sparse_{name}' with arguments from "
-                                  f"the '{backend_name((input,))}' backend.")
+                                  f"the '{backend}' backend.")
     if dtype is not None:
         input = input.to(dtype)
-    if not (input.is_floating_point() or input.is_complex()):
+    if not input.numel():                       # (PyTorch's kernel returns before its dtypes)
+        return C.coalesce(input.clone())
+    if not input.is_floating_point():
         raise NotImplementedError(f'"{name}" not implemented for '
                                   f"'{input.dtype._torch_name}'")
     from ember._tensor import _wrap_dim
@@ -641,6 +644,8 @@ def _div(input, other, *, rounding_mode=None):
         shape = list(other.shape) if isinstance(other, Tensor) else []
         raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor "
                            f"divisor (got shape {shape} for divisor)")
+    if rounding_mode is not None and input.layout is L.sparse_coo:
+        input = input.coalesce()                # (rounding is not linear)
     result = _on_values(input, lambda v: ember.div(v, other, rounding_mode=rounding_mode))
     if rounding_mode is not None or not isinstance(other, numbers.Number) or not other:
         return result

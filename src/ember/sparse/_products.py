@@ -8,11 +8,13 @@ from ember.autograd._forward_traces import FORWARD_OPEN, reaches_forward_inputs
 from ember.autograd.function import Function
 from ember.backend import xp_of
 from ember.backend.sparse_products import csr_times_dense
+from ember.ops._barebones import refusal
 from ember.ops._op_errors import forward_ad_not_implemented
 from ember.sparse import _convert as C
 from ember.sparse import _layouts as L
 from ember.sparse._compressed import expand_pointers
-from ember.sparse._dispatch import ANY_LAYOUT, HANDLERS, backend_name, handles, is_sparse
+from ember.sparse._dispatch import (ANY_LAYOUT, HANDLERS, backend_name, handles, is_sparse,
+                                   refuse_batched)
 from ember.sparse._names import named as _named
 from ember.sparse._ops import as_coo, transpose
 from ember.sparse._origin import in_layout, origin_of
@@ -89,6 +91,10 @@ def _adjoint(anchor):
 
 
 def _check_product(s, dense, name="addmm"):
+    if s.layout is L.sparse_coo and s.sparse_dim() != 2:   # (PyTorch's COO kernels are addmm)
+        raise RuntimeError(f"addmm: matrices expected, got {s.sparse_dim()}D tensor")
+    if s.layout is L.sparse_coo and s.dense_dim():
+        raise RuntimeError(f"addmm: scalar values expected, got {s.dense_dim()}D values")
     if s.ndim != 2 or s.dense_dim():
         raise RuntimeError(f"{name}: expected a 2-D sparse matrix (sparse_dim 2, dense_dim "
                            f"0), but got size {tuple(s.shape)} with dense_dim "
@@ -122,8 +128,37 @@ def _anchor(s, dense_grad):
     return s._dense_grad_anchor() if s._leaf else None
 
 
+_MKL_DTYPES = frozenset({"float32", "float64", "complex64", "complex128"})
+
+
+def _refuse_dtype(s, other):
+    """PyTorch's CPU kernels' dtype refusals for a product with the sparse ``s``: a COO
+    matrix by a dense one has no bool kernel, compressed (MKL) ones and products of two sparse
+    matrices compute in float32/float64/complex64/complex128 only (the kernels return before
+    dispatching on the dtype where ``s`` stores nothing, but that of two COO matrices)."""
+    dtype = s.dtype
+    if s.device.type != "cpu":                  # (CUDA's kernels are others)
+        return
+    if is_sparse(other) and s.layout is L.sparse_coo:
+        if dtype.name not in _MKL_DTYPES:
+            raise refusal("sparse_matmul", dtype)
+    elif not s._nnz():
+        return
+    elif is_sparse(other):
+        if dtype.name not in _MKL_DTYPES:
+            raise refusal("addmm_out_sparse_csr_impl_mkl_sparse", dtype)
+    elif s.layout is L.sparse_coo:
+        if dtype is ember.bool:
+            raise refusal("addmm_sparse_dense", dtype)
+    elif dtype.name not in _MKL_DTYPES:
+        raise refusal("addmv_out_sparse_csr_impl_mkl" if other.ndim == 1
+                      else "addmm_out_sparse_csr_impl_mkl", dtype)
+
+
 def _sparse_times_dense(s, dense, name="addmm", anchor=None):
     _check_product(s, dense, name)
+    if s.layout is L.sparse_coo:
+        _refuse_dtype(s, dense)
     if s.layout is not L.sparse_coo and s.layout is not L.sparse_csr:
         s = as_coo(s)                       # CSC, BSR, BSC: through their COO form
     p = C.pattern(s)
@@ -147,16 +182,21 @@ def _product(a, b, name="addmm", dense_grad=False):
     if FORWARD_OPEN[0]:
         _refuse_forward_ad(a, b, dense_grad)
     if is_sparse(a) and is_sparse(b):
+        _refuse_dtype(a, b)
         if a.layout is L.sparse_coo:
             _warn_beta(L.sparse_csr)        # PyTorch multiplies COO matrices as CSR ones
         # no sparse-times-sparse kernel: the product through the second operand made dense
         product = _sparse_times_dense(a, b.to_dense(), name, _origin_anchor(a, dense_grad))
         return product.to_sparse() if a.layout is L.sparse_coo else C.to_sparse_csr(product)
     if is_sparse(a):
+        if a.layout is not L.sparse_coo:
+            _refuse_dtype(a, b)
         return _sparse_times_dense(a, b, name, _anchor(a, dense_grad))
     # dense @ sparse = (sparse^T @ dense^T)^T
     if a.ndim not in (1, 2):
         raise RuntimeError(f"{name}: matrices expected, got {a.ndim}D tensor")
+    if b.layout is not L.sparse_coo:
+        _refuse_dtype(b, a)
     anchor = _anchor(b, dense_grad)
     flipped = _sparse_times_dense(transpose(as_coo(b), 0, 1), a.t() if a.ndim == 2 else a,
                                   name, None if anchor is None else anchor.t())
@@ -241,9 +281,20 @@ def mm(input, mat2, dense_grad=True):
     ``dense_grad=False``, ``torch.sparse.mm``)."""
     if not (is_sparse(input) or is_sparse(mat2)):
         return ember.mm(input, mat2)
+    if is_sparse(input) and input.layout is L.sparse_coo and input.ndim == 1:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got "
+                         "-2)")
+    if not dense_grad:
+        _check_compressed_matrix(input)
+    if not (is_sparse(input) or dense_grad) and input.ndim == 1:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got "
+                         "-2)")
     if is_sparse(input) and not is_sparse(mat2) and mat2.ndim == 1:
         raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got "
                          "1)")
+    _check_compressed_matrix(input)
+    _check_coo_rows(input, mat2)
+    refuse_batched("mm", (input, mat2))         # (PyTorch's errors above; ember's here)
     result = _product(input, mat2, dense_grad=dense_grad)
     if dense_grad:
         return _named(result, "MmBackward0")
@@ -254,6 +305,38 @@ def mm(input, mat2, dense_grad=True):
 
 
 HANDLERS["mm"] = HANDLERS["spmm"] = mm
+
+
+def _check_compressed_matrix(x):
+    """PyTorch's error where its compressed product kernels meet a batched operand."""
+    if is_sparse(x) and x.layout is not L.sparse_coo and x.ndim != 2:
+        raise RuntimeError(f"mat1 must be a matrix, got {x.ndim}-D tensor")
+
+
+def _check_coo_rows(input, mat2):
+    """PyTorch's error where its COO ``mm`` of more than 2 dims (a matrix as addmm's ``input``
+    made from its first dim) broadcasts that matrix to one from its second."""
+    if is_sparse(input) and input.layout is L.sparse_coo and input.ndim > 2 and \
+            not is_sparse(mat2) and mat2.ndim == 2 and input.shape[0] != input.shape[1]:
+        target = [input.shape[0], mat2.shape[1]]
+        raise RuntimeError(f"The expanded size of the tensor ({target[0]}) must match the "
+                           f"existing size ({input.shape[1]}) at non-singleton dimension 0.  "
+                           f"Target sizes: {target}.  Tensor sizes: "
+                           f"{[input.shape[1], mat2.shape[1]]}")
+
+
+def _refuse_batched_matmul(input, other):
+    """PyTorch's errors where matmul folds or expands a sparse operand of more than 2 dims
+    (it has no kernel for either)."""
+    for x in (input, other):
+        if not (is_sparse(x) and x.ndim > 2):
+            continue
+        kind = L.short_name(x.layout)
+        if max(input.ndim, other.ndim) > 2 and min(input.ndim, other.ndim) > 2:
+            raise RuntimeError(f"expand is unsupported for {kind} tensors")
+        if x.layout is L.sparse_coo:
+            raise RuntimeError("reshape is not implemented for sparse tensors")
+        raise RuntimeError(f"Sparse {kind[len('Sparse'):].upper()} tensors do not have strides")
 
 @handles("mv")
 def _mv(input, vec):
@@ -267,6 +350,10 @@ def _mv(input, vec):
 @handles("matmul")
 def matmul(input, other):
     """``input @ other`` with a sparse operand: 2-D by 2-D or by a vector."""
+    _refuse_batched_matmul(input, other)
+    if input.ndim == 1 and other.ndim == 1:
+        raise NotImplementedError(f"Could not run 'aten::dot' with arguments from the "
+                                  f"'{backend_name((input, other))}' backend.")
     vector = other if other.ndim == 1 else input if input.ndim == 1 else None
     if (input.ndim, other.ndim) in ((2, 2), (2, 1), (1, 2)) and not is_sparse(vector):
         # PyTorch: mm, mv, or a vector on the left unsqueezed into mm and squeezed back
@@ -284,6 +371,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, dense_grad=False):
     (``torch.sparse.addmm``; ``torch.addmm`` with ``dense_grad=True``)."""
     if is_sparse(input):
         _refuse_sparse_input(input, mat1, mat2)
+    elif not (is_sparse(mat1) or is_sparse(mat2)):       # (sparse.addmm of dense matrices)
+        return ember.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
+    _check_compressed_matrix(mat1)
     _check_product_layouts(mat1, mat2, adding=True)
     product = _product(mat1, mat2, "addmm", dense_grad=dense_grad)
     if alpha != 1:
