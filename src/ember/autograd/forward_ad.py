@@ -531,7 +531,14 @@ def _inplace(op, inputs, params):
     the write, copied into self's tangent in place (self becomes dual if it was not)."""
     from ember.ops._inplace import call_inplace
     from ember.overrides import DisableTorchFunctionSubclass
+    from ember.autograd.grad_mode import STATE as GRAD
     self = inputs[0]
+    if GRAD.inference or self._data.dtype.kind not in "fcV":
+        # no tangent to update: inference mode computes none (a dual keeps its own), and an
+        # integer or bool tensor holds none
+        with DisableTorchFunctionSubclass():
+            call_inplace(op, inputs, params)
+        return self
     if op.view:                         # t_(), squeeze_(): reshape the tangent alike
         with DisableTorchFunctionSubclass():
             tangent = self._fw_tangent

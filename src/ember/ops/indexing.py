@@ -404,6 +404,7 @@ _INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
               for d in (D.uint8, D.int8, D.int16, D.int32, D.int64, D.uint16, D.uint32,
                         D.uint64)}
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_E4M3_MAX = 448.0
 
 
 def checked_scalar(value, dtype):
@@ -441,6 +442,8 @@ def checked_scalar(value, dtype):
 def scalar_array(xp, value, dtype):
     """A checked Python number as a 0-d array of ``dtype`` (wrapping like a C cast)."""
     value = np.asarray(checked_scalar(value, dtype))
+    if dtype is D.float8_e4m3fn:                # no infinity: PyTorch saturates to +-448
+        value = np.clip(value.astype(np.float64), -_E4M3_MAX, _E4M3_MAX)
     if dtype in D.LOW_PRECISION:
         with np.errstate(over="ignore"):        # out of range: inf, as in PyTorch
             return device_scalar(xp, value.astype(dtype.np))
