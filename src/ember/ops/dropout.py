@@ -5,6 +5,8 @@ feature dropout draws one mask entry per (batch, channel)."""
 import math
 import warnings
 
+import numpy as np
+
 from ember._random import _uniform_like
 from ember._tensor import _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
@@ -70,16 +72,19 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
 def _masked(input, p, inplace, feature, alpha, generator):
     """Dropout's draw and scaling (``_dropout`` has checked the arguments)."""
     shape = input.shape if not feature else input.shape[:2] + (1,) * (input.dim() - 2)
-    # (asarray: a 0-d comparison is a NumPy scalar, no array)
-    xp = xp_of(input._data)
-    keep = xp.asarray(_uniform_like(generator, shape, input._data) >= p)
+    keep = _array(_uniform_like(generator, shape, input._data) >= p)
     if not alpha:
         return masked_scale(input, _make(keep), 1 / (1 - p), inplace)
     a = 1 / math.sqrt((_SELU_NEGATIVE ** 2 * p + 1) * (1 - p))
-    shift = _make(xp.asarray(keep * (_SELU_NEGATIVE * a) + _SELU_NEGATIVE * a * (p - 1),
-                             dtype=input._data.dtype))
+    shift = _make(_array(keep * (_SELU_NEGATIVE * a) + _SELU_NEGATIVE * a * (p - 1)).astype(
+        input._data.dtype))
     out = masked_scale(input, _make(keep), a, inplace)
     return out.add_(shift) if inplace else out + shift
+
+
+def _array(x):
+    """``x``, or the 0-d array of a NumPy scalar (what NumPy's 0-d arithmetic gives)."""
+    return np.asarray(x) if isinstance(x, np.generic) else x
 
 
 # --- torch.* ----------------------------------------------------------------------------------
@@ -131,8 +136,7 @@ def native_dropout(input, p, train):
         return input.clone(), _make(xp_of(input._data).ones(input.shape, dtype=bool))
     with device_guard(gpu_elsewhere(input._data)):
         _check_dtype(input)
-        keep = _make(xp_of(input._data).asarray(
-            _uniform_like(None, input.shape, input._data) >= p))
+        keep = _make(_array(_uniform_like(None, input.shape, input._data) >= p))
         out = _masked_scale(input, keep, 0.0 if p == 1 else 1 / (1 - p))
     return rename_node(out, "NativeDropoutBackward0"), keep
 
