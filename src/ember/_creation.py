@@ -12,6 +12,7 @@ from ember import _dtype as D
 from ember._deterministic import STATE as _DETERMINISM
 from ember._device import as_device, chosen_default_device, get_default_device
 from ember._host_values import _NO_HOST_DLPACK
+from ember._storage_place import born_row_major, numpy_strides
 from ember._tensor import Tensor, _make
 from ember._transform_state import STATE as _TRANSFORMS
 from ember._transform_state import note_made
@@ -90,6 +91,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 def _tensor(data, dtype, device, requires_grad, pin_memory):
     dtype = _dtype_arg("tensor", dtype)
     arr = _from_data(data, dtype)
+    if not arr.size and isinstance(data, np.ndarray):
+        arr = numpy_strides(arr, data)
     if device is None and isinstance(data, Tensor):
         device = chosen_default_device() or data.device
     _, dev = _target(device)
@@ -120,8 +123,9 @@ def _as_tensor(data, dtype, device, aliasing):
             if dtype is None or dtype.np == data.dtype:
                 if aliasing and not data.flags.writeable:
                     _warn_read_only(data)
-                return _make(data.view(np.ndarray))     # (a new header: see from_numpy)
-            return _make(cast_array(data.view(np.ndarray), dtype.np))
+                # (a new header: see from_numpy)
+                return _make(numpy_strides(data.view(np.ndarray), data))
+            return _make(numpy_strides(cast_array(data.view(np.ndarray), dtype.np), data))
     if hasattr(data, "__cuda_array_interface__"):       # a CuPy (or other GPU) array
         _check_np_dtype(data)
         return as_tensor(_make(cuda_backend().cupy.asarray(data)), dtype, device)
@@ -210,7 +214,7 @@ def from_numpy(ndarray):
     _check_np_dtype(ndarray)
     # a new header on the same memory (a subclass's values): reshaping or restriding the
     # caller's array object afterwards leaves the tensor as it was, as PyTorch's
-    return _make(ndarray.view(np.ndarray))
+    return _make(numpy_strides(ndarray.view(np.ndarray), ndarray))
 
 
 def _warn_read_only(array):
@@ -341,6 +345,8 @@ def _write_out(out, array):
         xp_of(out._data).copyto(out._data, array, casting="unsafe")
     else:
         out._data = array.astype(out._data.dtype, copy=False)
+        if not array.size:              # (row-major, as a fresh tensor's)
+            out._data = born_row_major(out._data)
     out._bump_version()
     return out
 

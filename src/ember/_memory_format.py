@@ -67,6 +67,9 @@ def lay_out(xp, array, order, dtype=None):
     inverse = sorted(range(len(order)), key=order.__getitem__)
     laid = xp.empty(tuple(array.shape[d] for d in order),
                     array.dtype if dtype is None else dtype).transpose(inverse)
+    if not laid.size:                   # (NumPy gives an empty array zero strides)
+        from ember._storage_place import over_own_memory
+        return over_own_memory(laid, _order_strides(laid.shape, order, laid.itemsize))
     laid[...] = array
     return laid
 
@@ -134,7 +137,9 @@ def laid_like(xp, array, like, dtype=None, copy=False):
     if like.size and 1 not in like.shape or not _keeps_strides(like):
         return out
     strides = tuple(s // like.itemsize * dtype.itemsize for s in like.strides)
-    return out if out.strides == strides else _strided_copy(xp, out, strides)
+    # (a fresh empty array's zero strides are not kept: see _storage_place.born_row_major)
+    return out if out.strides == strides and (out.size or any(strides)) else \
+        _strided_copy(xp, out, strides)
 
 
 def preserved_strides(like, itemsize):
@@ -152,22 +157,11 @@ def _keeps_strides(array):
 
 
 def _strided_copy(xp, array, strides):
-    """A copy of ``array`` over fresh memory, with byte ``strides``."""
-    out = restrided(xp, xp.empty(array.size, array.dtype), array.shape, strides)
+    """A copy of ``array`` over fresh memory, with byte ``strides`` (an empty one's memory
+    holds an element: its zero strides are kept, see _storage_place.born_row_major)."""
+    out = restrided(xp, xp.empty(max(array.size, 1), array.dtype), array.shape, strides)
     out[...] = array
     return out
-
-
-def strided_if_empty(xp, array):
-    """``array``, or when it is empty with the zero strides NumPy 2 gives fresh empty arrays,
-    a view of it with row-major strides: so that a transposed or expanded view of it gets
-    PyTorch's strides ((0, 3) transposed has strides (1, 3)), which copies keep."""
-    if array.size or not array.ndim or any(array.strides):
-        return array
-    strides = [array.itemsize] * array.ndim
-    for d in range(array.ndim - 2, -1, -1):
-        strides[d] = strides[d + 1] * max(array.shape[d + 1], 1)
-    return restrided(xp, array, array.shape, tuple(strides))
 
 
 class _Strided:

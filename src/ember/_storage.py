@@ -10,13 +10,15 @@ values from that tensor's array. A view and its base therefore give storages wit
 import operator
 import warnings
 
+import numpy as _np
+
 from ember import _dtype
 from ember._conj_view import memory, set_memory
 from ember._host_values import _to_host
-from ember._storage_place import _address, _row_major_strides, _storage_root
+from ember._storage_place import _address, _row_major_strides, _storage_root, born_row_major
 from ember._tensor import _make
 from ember._transform_births import STATE as _BIRTHS, refuse_captured
-from ember.backend import xp_of
+from ember.backend import on_device_of, xp_of
 
 __all__ = ["UntypedStorage", "TypedStorage", "untyped_storage", "typed_storage", "from_file"]
 
@@ -290,7 +292,8 @@ def set_(self, *args, **kwargs):
         array = _strided_in(source, dtype, storage_offset, size, stride)
         root = source._root
     else:
-        array, root = xp_of(self._data).zeros(0, dtype), None
+        # row-major (as a fresh one's: _storage_place.born_row_major), on its device
+        array, root = born_row_major(on_device_of(_np.zeros(0, dtype), self._data)), None
     if _BIRTHS.levels:      # NOTE [Captured tensors]
         refuse_captured(self, _set_overload(args, kwargs, size))
     old_root, old_base, old_memory = _storage_root(self), self._base, memory(self)

@@ -1,13 +1,16 @@
 """Where a tensor's elements lie: their address, the tensor owning the memory they share,
 and their place in it."""
 
+import weakref
+
 import numpy as np
 
 from ember.backend.meta import MetaArray
 
 __all__ = ["_storage_root", "_placement", "_address", "_row_major_strides",
            "keep_empty_geometry", "empty_geometry", "empty_at", "slice_along",
-           "empty_slice_geometry"]
+           "empty_slice_geometry", "born_row_major", "numpy_strides", "over_own_memory",
+           "hidden_element"]
 
 
 def _storage_root(t):
@@ -90,6 +93,63 @@ def _row_major_strides(shape):
         strides.append(step)
         step *= max(n, 1)
     return tuple(reversed(strides))
+
+
+def born_row_major(array):
+    """``array``, an empty array becoming a tensor's (``_make``); when it is a fresh one (over
+    no memory), the same over memory of its own, with PyTorch's row-major strides in place of
+    the zero strides NumPy 2 and CuPy give a fresh empty array. Afterwards an empty array's
+    zero strides are real, an expanded or ``as_strided`` view's, which its views keep, and a
+    view of a fresh one gets PyTorch's strides from the backend (``zeros(0, 3).t()`` has
+    strides (1, 3))."""
+    if type(array) is MetaArray or _memory_bytes(array):
+        return array                    # (a view of some memory: its strides are its own)
+    strides = array.strides
+    if not any(strides):
+        strides = tuple(s * array.itemsize for s in _row_major_strides(array.shape))
+    return over_own_memory(array, strides)
+
+
+def numpy_strides(array, source):
+    """``array``, an empty copy or view of NumPy array ``source`` that a tensor takes
+    (``from_numpy``, ``tensor``), with ``source``'s strides (in elements), as PyTorch's tensor
+    keeps them: NumPy gives a fresh empty array zero strides, which ``_make`` would take for
+    any fresh array's (``born_row_major``); a copy loses them."""
+    if array.size or not array.ndim:
+        return array
+    strides = tuple(s // source.itemsize * array.itemsize for s in source.strides)
+    if array.strides == strides and (any(strides) or _memory_bytes(array)):
+        return array
+    return over_own_memory(array, strides)
+
+
+def _memory_bytes(array):
+    """The size in bytes of the memory ``array`` views (its own, or its first base's)."""
+    owner = array
+    while getattr(owner, "base", None) is not None:
+        owner = owner.base
+    return getattr(owner, "nbytes", 1)
+
+
+_HIDDEN = weakref.WeakValueDictionary()     # id -> the element an empty array lies over
+
+
+def hidden_element(owner):
+    """Whether ``owner`` is the memory of one element ``over_own_memory`` gave an empty array
+    (not its storage's: ``untyped_storage().nbytes()`` is 0, and so is a saved one's)."""
+    return _HIDDEN.get(id(owner)) is owner
+
+
+def over_own_memory(array, strides):
+    """Empty ``array`` over new memory of one element, on its device, with byte ``strides``."""
+    from ember._memory_format import restrided
+    from ember.backend import XP_BY_ARRAY_TYPE, device_guard, on_device_of
+    one = on_device_of(np.empty(1, array.dtype), array)
+    _HIDDEN[id(one)] = one
+    if type(array) is np.ndarray:
+        return restrided(np, one, array.shape, strides)
+    with device_guard(array.device.id):     # (where CuPy's stand-in places a view it makes)
+        return restrided(XP_BY_ARRAY_TYPE[type(array)], one, array.shape, strides)
 
 
 def keep_empty_geometry(view, source, key):

@@ -17,7 +17,7 @@ from ember._set_data import check_new_data
 from ember._shape import Size, _shape
 from ember._transform_state import (STATE as _TRANSFORMS, check_requires_grad_allowed,
                                     check_retain_grad_allowed, note_made)
-from ember._storage_place import (_address, _placement, _row_major_strides, _storage_root,
+from ember._storage_place import (_address, _placement, _storage_root, born_row_major,
                                   empty_geometry)
 from ember.backend import device_of
 from ember.backend.meta import MetaArray
@@ -177,8 +177,6 @@ class Tensor:
             geometry = empty_geometry(self)
             if geometry is not None:        # an empty slice (NumPy loses its strides)
                 strides = geometry[0]
-            elif not any(strides):          # NumPy 2 gives fresh empties 0s
-                strides = _row_major_strides(self._data.shape)
         if dim is None:
             return strides
         return strides[_wrap_dim_of_sized(dim, self._data.ndim, ("stride", "dim", 1, "method"))]
@@ -762,9 +760,10 @@ def _view_tracks(t):
 
 def _make(array, cls=Tensor, _inference=_INFERENCE_ACTIVE):
     """Wrap a backend array in a fresh tensor with no autograd history (an inference tensor
-    in inference mode: see _inference.py)."""
+    in inference mode: see _inference.py). A fresh empty array gets PyTorch's row-major strides
+    (see born_row_major)."""
     t = _new(cls)
-    t._data = array
+    t._data = array if array.size else born_row_major(array)
     t._requires_grad = False
     t._grad_fn = None
     t._output_nr = 0

@@ -64,7 +64,8 @@ def to_device(array, index, non_blocking=False):
     current stream, as PyTorch does; from pageable memory the copy completes before return."""
     with device_guard(index):
         if type(array) is cupy.ndarray:
-            return array.copy()             # CuPy copies into the current device's memory
+            moved = array.copy()            # CuPy copies into the current device's memory
+            return moved if array.size else _size1_strides(cupy, moved, array)
         order = _dense_order(array)
         if order is not None:               # PyTorch keeps a dense permuted layout
             moved = cupy.asarray(array.transpose(order), blocking=not non_blocking)
@@ -75,7 +76,11 @@ def to_device(array, index, non_blocking=False):
 def _size1_strides(xp, moved, array):
     """``moved`` (``array``'s values, laid out as it is) with ``array``'s strides on its
     size-1 dims too, which place no element: PyTorch's copy of a dense tensor keeps its
-    strides exactly (a (1, 1, 3, 3) channels_last tensor's are (9, 1, 3, 1))."""
+    strides exactly (a (1, 1, 3, 3) channels_last tensor's are (9, 1, 3, 1)), an empty
+    one's all (over memory of its own: see _storage_place.born_row_major)."""
+    if not array.size and array.ndim:   # (a fresh NumPy or CuPy one's: row-major)
+        from ember._storage_place import born_row_major, over_own_memory
+        return over_own_memory(moved, born_row_major(array).strides)
     if moved.strides == array.strides or not array.size or 1 not in array.shape \
             or moved.itemsize != array.itemsize or min(array.strides) < 0:
         return moved

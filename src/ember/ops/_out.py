@@ -8,6 +8,7 @@ from ember import _dtype as D
 from ember._conj_view import set_memory
 from ember._inference import MADE as INFERENCE_MADE, check_inplace
 from ember._memory_format import dense, preserved, restrided
+from ember._storage_place import born_row_major
 from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
@@ -84,8 +85,11 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
             if dst._view is None and dst._meta is None and dst._data.size == 0:
                 # (memory no one shares.) An elementwise op's out is resized to the layout
                 # its result has, odd strides of dims of size 1 included
-                dst._data = res._data.astype(dst._data.dtype) if laid is None else \
-                    preserved(xp_of(laid), laid, dst._data.dtype)
+                # (an empty one row-major, as a fresh array: see _storage_place.born_row_major)
+                dst._data = res._data.astype(dst._data.dtype) if laid is None or not laid.size \
+                    else preserved(xp_of(laid), laid, dst._data.dtype)
+                if not dst._data.size:
+                    dst._data = born_row_major(dst._data)
                 if copied:
                     dst.copy_(res)      # PyTorch's composite: resize_, then copy_ (recorded)
                     continue

@@ -13,6 +13,7 @@ differ (a copy, only then; the layout chosen is cached by the operands' shapes a
 """
 
 from ember._memory_format import _order_strides, _stride_order, _strided_copy, dense, laid_out
+from ember._storage_place import _row_major_strides
 from ember.backend import XP_BY_ARRAY_TYPE
 
 __all__ = ["laid_as_operands", "row_major_before_last", "odd_unit_strides", "result_strides",
@@ -110,7 +111,7 @@ def _chosen(shape, itemsize, arrays, kind, mode):
     numbers = any(a is not None and type(a) is not kind
                   for a in (arrays if mode is True else arrays[:1]))
     strides = result_strides(shape, itemsize, operands, numbers)
-    return _order_strides(shape, range(len(shape)), itemsize) if strides is None else strides
+    return _row_major(shape, itemsize) if strides is None else strides
 
 
 def result_layout(shape, itemsize, arrays, kind, mode=True):
@@ -118,7 +119,13 @@ def result_layout(shape, itemsize, arrays, kind, mode=True):
     ``pointwise``) on ``arrays`` (arrays of type ``kind``; the others count as numbers), read
     off without a result to lay out (a meta tensor's); None for row-major."""
     strides = _chosen(tuple(shape), itemsize, arrays, kind, mode)
-    return None if strides == _order_strides(shape, range(len(shape)), itemsize) else strides
+    return None if strides == _row_major(shape, itemsize) else strides
+
+
+def _row_major(shape, itemsize):
+    """PyTorch's row-major byte strides (a dim of size 0 steps as one of size 1: a permuted
+    layout's, ``_order_strides``, do not)."""
+    return tuple(s * itemsize for s in _row_major_strides(shape))
 
 
 def result_strides(shape, itemsize, operands, numbers=False):

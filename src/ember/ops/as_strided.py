@@ -17,7 +17,7 @@ the input elements viewing the same one (an expanded input), as in PyTorch.
 """
 
 from ember._creation import zeros
-from ember._memory_format import restrided
+from ember._memory_format import contiguous_format, restrided
 from ember._storage_place import _address, _row_major_strides, _storage_root
 from ember._tensor import Tensor
 from ember._warn import warn_once
@@ -260,7 +260,8 @@ def _as_strided_inplace_method(self, size, stride, storage_offset=None):
 
 def as_strided_copy(input, size, stride, storage_offset=None):
     """A contiguous copy of ``as_strided(input, size, stride, storage_offset)``."""
-    return _view(input, size, stride, storage_offset, "as_strided_copy", 2).clone()
+    return _view(input, size, stride, storage_offset, "as_strided_copy", 2).clone(
+        memory_format=contiguous_format)
 
 
 # --- as_strided_scatter: a copy --------------------------------------------------------------

@@ -8,8 +8,7 @@ import operator
 
 from ember import _dtype as D
 from ember._creation import _tp_name, zeros
-from ember._memory_format import (_order_strides, laid_out, lay_out, restrided,
-                                  strided_if_empty, suggested_order)
+from ember._memory_format import _order_strides, laid_out, lay_out, restrided, suggested_order
 from ember._storage_place import slice_along
 from ember._tensor import Tensor
 from ember.backend import xp_of
@@ -212,8 +211,6 @@ def dstack(tensors, *, out=None):
 def _pieces(x, d, bounds):
     """The views ``x[..., start:stop, ...]`` along dim ``d`` for each (start, stop)."""
     lead = (slice(None),) * d
-    if not x.size:
-        x = strided_if_empty(xp_of(x), x)
     pieces = []
     for start, stop in bounds:
         piece = x[lead + (slice(start, stop),)]
@@ -394,7 +391,6 @@ def unbind(xp, x, dim):
     """The slices along ``dim``, as a tuple of views with that dim removed."""
     d = wrap_dim_of_sized(dim, x.ndim, ("unbind", "dim", 1))
     lead = (slice(None),) * d
-    x = strided_if_empty(xp, x)
     return tuple(x[lead + (i, Ellipsis)] for i in range(x.shape[d]))
 
 

@@ -91,6 +91,8 @@ def roll(xp, x, shifts, dims):
     dims = () if dims is None else int_sequence(dims, ("roll", "dims", 2))
     if not shifts:
         raise RuntimeError("`shifts` required")
+    if not x.size:                      # PyTorch's is a clone (strides kept)
+        return laid_like(xp, x, x, copy=True)
     if not dims and len(shifts) == 1:
         return xp.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
     if len(shifts) != len(dims):
@@ -124,7 +126,10 @@ def repeat(xp, x, repeats):
     """The tensor tiled ``repeats[i]`` times along each dim i (NumPy's ``tile``)."""
     repeats = int_sequence(repeats, ("repeat", "repeats", 1))
     _repeated_shape(x.shape, repeats)
-    return xp.ascontiguousarray(xp.tile(x, repeats)) if repeats else x.copy()
+    if not repeats:
+        return x.copy()
+    out = xp.tile(x, repeats)           # (of an empty input: a view of it)
+    return xp.ascontiguousarray(out) if out.size else xp.empty(out.shape, out.dtype)
 
 
 @repeat.derivative

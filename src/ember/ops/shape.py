@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import contiguous_format, restrided, strided_if_empty
+from ember._memory_format import contiguous_format, restrided
 from ember._tensor import Size, Tensor, _make
 from ember._transform_births import STATE as _BIRTHS, refuse_captured
 from ember.backend import broadcast_view, xp_of
@@ -318,7 +318,6 @@ def expand(xp, x, size):
     lead = len(size) - x.ndim
     if size[lead:] == x.shape and (not lead or min(size[:lead]) >= 0):
         # the common call: leading dims added, the others kept (nothing to check or infer)
-        x = strided_if_empty(xp, x)
         strides = _expanded_strides(size, lead, x.strides)
         out = broadcast_view(xp, x, size, strides)
         return out if out.strides == strides else restrided(xp, out, size, strides)
@@ -340,7 +339,6 @@ def expand(xp, x, size):
                                f"size ({have}) at non-singleton dimension {i}.  Target sizes: "
                                f"{list(size)}.  Tensor sizes: {list(x.shape)}")
         target.append(s)
-    x = strided_if_empty(xp, x)
     target = tuple(reversed(target))
     # NumPy gives every size-1 dim stride 0; PyTorch only the dims it expands
     strides = _expanded_strides(target, lead, x.strides if 1 not in x.shape else tuple(
@@ -375,7 +373,6 @@ def unsqueeze(xp, x, dim):
     """A view with a size-1 dim inserted at ``dim``, of PyTorch's stride there (that of the
     dims inside it: copies keep the strides of size-1 dims)."""
     d = wrap_dim(dim, x.ndim + 1, ("unsqueeze", "dim", 1))
-    x = strided_if_empty(xp, x)
     stride = x.itemsize if d == x.ndim else x.shape[d] * x.strides[d]
     strides = x.strides[:d] + (stride,) + x.strides[d:]
     # (NumPy's expand_dims is this reshape, after its argument checks)
@@ -449,7 +446,7 @@ def permute(xp, x, dims):
     wrapped = [wrap_dim(d, x.ndim) for d in dims]
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return xp.transpose(strided_if_empty(xp, x), wrapped)
+    return xp.transpose(x, wrapped)
 
 
 @permute.derivative
@@ -490,7 +487,7 @@ def _movedim_order(ndim, source, destination):
 def movedim(xp, x, source, destination):
     """A view with dims ``source`` moved to positions ``destination``."""
     order = _movedim_order(x.ndim, source, destination)
-    return xp.transpose(strided_if_empty(xp, x), order)
+    return xp.transpose(x, order)
 
 
 @movedim.derivative
@@ -511,7 +508,7 @@ def transpose(xp, x, dim0, dim1):
     d1 = wrap_dim(dim1, x.ndim, ("transpose", "dim1", 2))
     if x.ndim == 0:
         return x.view()
-    return xp.swapaxes(strided_if_empty(xp, x), d0, d1)
+    return xp.swapaxes(x, d0, d1)
 
 
 @transpose.derivative
@@ -524,7 +521,7 @@ def t(xp, x):
     """The transpose of a tensor of at most 2 dims."""
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return strided_if_empty(xp, x).T
+    return x.T
 
 
 @t.derivative

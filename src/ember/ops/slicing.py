@@ -2,7 +2,7 @@
 diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
-from ember._memory_format import restrided, strided_if_empty
+from ember._memory_format import contiguous_format, restrided
 from ember._storage_place import slice_along
 from ember._tensor import Tensor, _view_tracks
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
@@ -67,7 +67,7 @@ def narrow(xp, x, dim, start, length):
     out = x[(slice(None),) * d + (slice(start, start + length),)]
     if out.size:
         return out
-    return slice_along(xp, strided_if_empty(xp, x), d, start, start + length)
+    return slice_along(xp, x, d, start, start + length)
 
 
 @narrow.derivative
@@ -90,7 +90,7 @@ def select(xp, x, dim, index):
     if not -x.shape[d] <= index < x.shape[d]:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(x.shape)} at dimension {d}")
-    return strided_if_empty(xp, x)[(slice(None),) * d + (index, Ellipsis)]
+    return x[(slice(None),) * d + (index, Ellipsis)]
 
 
 @select.derivative
@@ -122,7 +122,6 @@ def unfold(xp, x, dimension, size, step):
     d, windows, size, step = _windows(x.shape, dimension, size, step)
     if x.ndim == 0:
         return restrided(xp, x, (size,), (x.itemsize,))
-    x = strided_if_empty(xp, x)
     shape = x.shape[:d] + (windows,) + x.shape[d + 1:] + (size,)
     strides = x.strides[:d] + (x.strides[d] * step,) + x.strides[d + 1:] + (x.strides[d],)
     return restrided(xp, x, shape, strides)
@@ -169,7 +168,6 @@ def diagonal_view(xp, x, offset, dim1, dim2):
     d1, d2 = wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    x = strided_if_empty(xp, x)
     n1, n2 = x.shape[d1], x.shape[d2]
     length = max(min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2), 0)
     index = [slice(None)] * x.ndim
@@ -251,7 +249,6 @@ def diag_embed(xp, x, offset, dim1, dim2):
     d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    x = strided_if_empty(xp, x)
     n = x.shape[-1] + abs(offset)
     batch = iter(x.shape[:-1])
     out = xp.zeros(tuple(n if i in (d1, d2) else next(batch) for i in range(ndim)),
@@ -327,7 +324,7 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
 
 def narrow_copy(input, dim, start, length):
     """A contiguous copy of ``input.narrow(dim, start, length)``."""
-    return input.narrow(dim, start, length).clone().contiguous()
+    return input.narrow(dim, start, length).clone(memory_format=contiguous_format)
 
 
 for _fn in (select_scatter, slice_scatter, narrow_copy):

@@ -5,10 +5,9 @@ PyTorch node name (``_getitem_select``, ``_getitem_slice``, ``_getitem_unsqueeze
 
 import numpy as np
 
-from ember._memory_format import restrided, strided_if_empty
+from ember._memory_format import restrided
 from ember._storage_place import empty_at, empty_slice_geometry, keep_empty_geometry
 from ember._tensor import _make
-from ember.backend import xp_of
 from ember.ops._recording import _mark_view
 from ember.ops._registry import call, op
 
@@ -25,8 +24,6 @@ def _explicit(key):
 
 def _basic_forward(xp, x, key):
     """``input[key]`` for a key of ints, slices (step > 0) and None: a view."""
-    if not x.size:
-        x = strided_if_empty(xp_of(x), x)   # PyTorch's strides for views of empty tensors
     out = x[_explicit(key)]
     if not out.size and Ellipsis not in key:    # placed where PyTorch places it
         strides, offset = empty_slice_geometry(x.shape, x.strides, 0, key, x.itemsize)

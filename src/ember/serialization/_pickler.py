@@ -18,6 +18,7 @@ from ember import _dtype as D
 from ember._api import layout
 from ember._device import device
 from ember._storage import _Storage as _EmberStorage
+from ember._storage_place import hidden_element
 from ember._host_values import _to_host
 from ember._tensor import Size, Tensor, _make
 from ember.serialization import _names as N
@@ -152,6 +153,8 @@ class StorageTable:
             s = self._by_owner.get(id(owner))
             if s is None:
                 nbytes = (extent[1] - extent[0]) // item * item
+                if hidden_element(owner):
+                    nbytes = 0      # (a fresh empty's element: _storage_place.born_row_major)
                 s = self._by_owner[id(owner)] = self._new(dtype, extent[0], nbytes, owner,
                                                           location)
             elif _byte_class(s.dtype) is not _byte_class(dtype):
