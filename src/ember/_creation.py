@@ -730,7 +730,8 @@ def _rebuild_from_type(func, args, state):
 def _rebuild_view(cls, root, offset, strides, shape, dtype, requires_grad, copied=False):
     """A tensor over ``root``'s memory (from byte ``offset``, with byte ``strides``): how
     pickle and deepcopy (``copied``) keep tensors that share memory sharing it."""
-    t = _make(np.ndarray(shape, dtype.np, buffer=root._data, offset=offset, strides=strides), cls)
+    memory = root._data.ravel(order="K")      # (a dense root's memory in order: channels_last)
+    t = _make(np.ndarray(shape, dtype.np, buffer=memory, offset=offset, strides=strides), cls)
     t._requires_grad = requires_grad
     t._meta = {"storage_root": _Owner(root)}   # (a strong reference: root may be unnamed)
     if not copied:

@@ -510,14 +510,8 @@ class Tensor:
                     "either properly implement new_empty() for your subclass or override "
                     "__deepcopy__() if it is intended behavior for new_empty() to return an "
                     "instance of a different type.")
-        place = _placement(self)
-        if place is not None and place[0].is_leaf:     # a copy sharing its root's copy
-            from ember._creation import _rebuild_view
-            root, offset, strides = place
-            new = _rebuild_view(type(self), copy.deepcopy(root, memo), offset, strides,
-                                self._data.shape, self.dtype, self._requires_grad, True)
-        else:
-            new = _make(self._data.copy(), type(self))
+        from ember._deepcopy_memory import copied_data
+        new = copied_data(self, memo)       # (laid out as self, over its root's copy)
         new._requires_grad = self._requires_grad
         if new._requires_grad and _TRANSFORMS.made is not None:
             note_made(new)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember import _dtype as D
-from ember._memory_format import _order_strides, _stride_order, lay_out, preserved
+from ember._memory_format import _order_strides, _stride_order, lay_out, preserved, restrided
 from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
@@ -608,17 +608,26 @@ def nonzero(xp, x, as_tuple):
                         f"{type(as_tuple).__name__}")
     refuse_kernel(x, "nonzero_count_cpu")
     if not as_tuple:
-        return xp.argwhere(x).astype(np.int64, copy=False)
-    # NumPy hands back strided views of one (ndim, n) array; PyTorch's are contiguous
-    return tuple(xp.ascontiguousarray(i, dtype=np.int64)
-                 for i in xp.nonzero(x.reshape(1) if x.ndim == 0 else x))
+        return _found(xp, x)
+    found = _found(xp, x.reshape(1) if x.ndim == 0 else x)
+    return tuple(found[:, i] for i in range(found.shape[1]))     # (its columns, as PyTorch's)
 
 
 @op("argwhere(input)", out=False, differentiable=False)
 def argwhere(xp, x):
     """The indices of the nonzero elements, one row each: a tensor of shape (n, ndim)."""
     refuse_kernel(x, "nonzero_count_cpu")
-    return xp.argwhere(x).astype(np.int64, copy=False)
+    return _found(xp, x)
+
+
+def _found(xp, x):
+    """``x``'s nonzero indices, (n, ndim), laid out by columns as PyTorch's: strides (1, n),
+    (1, 0) when none is found, which an empty array has only over some memory."""
+    found = xp.argwhere(x).astype(np.int64, copy=False)
+    if found.size:
+        return xp.asfortranarray(found)     # (NumPy's is: its nonzero's rows, transposed)
+    n, ndim = found.shape
+    return restrided(xp, xp.empty(1, np.int64), (n, ndim), (8, 8 * n))
 
 
 # --- fill_diagonal_ ---------------------------------------------------------------------------
@@ -766,7 +775,8 @@ def nonzero_static(xp, x, size, fill_value):
     if size < 0:
         raise RuntimeError("nonzero_static: 'size' must be an non-negative integer")
     refuse_kernel(x, "nonzero_count_cpu")
-    found = xp.argwhere(x).astype(np.int64, copy=False)[:size]
+    # laid out by rows, as PyTorch's (unlike nonzero's): a copy, not F's (2, 1) or concatenation
+    found = xp.argwhere(x).astype(np.int64, copy=False)[:size].copy()
     if found.shape[0] == size:
         return found
     padding = xp.full((size - found.shape[0], x.ndim), fill_value, dtype=np.int64)

@@ -156,6 +156,8 @@ def _unit_strides_if_view(xp, x, out):
 def view(xp, x, shape):
     """The same data with another shape; never copies (fails where strides don't allow)."""
     _check_shape(shape, x, _VIEW_SIZE)
+    if not x.size:      # (NumPy recomputes an empty view's strides for a -1 it infers)
+        shape = infer_shape(int_sequence(shape, _VIEW_SIZE), 0)
     out = x.view()
     try:
         try:
@@ -178,6 +180,8 @@ def _(grad, x, shape):
 def reshape(xp, x, shape):
     """The same data with another shape: a view when possible, else a copy."""
     _check_shape(shape, x, _RESHAPE_SHAPE)
+    if not x.size:      # (as view's)
+        shape = infer_shape(int_sequence(shape, _RESHAPE_SHAPE), 0)
     try:
         out = x.reshape(shape)          # NumPy checks the rest of what PyTorch checks
     except (ValueError, TypeError):
