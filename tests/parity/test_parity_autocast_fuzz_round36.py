@@ -44,7 +44,8 @@ def _warnings(caught):
 
 _NOISE = ("deprecated", "only appear once", "enable_nested_tensor",
           "Mismatch dtype between input and weight",     # (torch warns of these once)
-          "Casting complex values to real", "A window was not provided")
+          "Casting complex values to real", "A window was not provided",
+          "LSTM with projections is not supported")
 
 CONTEXTS = ["bf16", "fp16", "off", "bf16>fp16", "bf16>off", "off>bf16", "cpu_amp",
             "bf16_nocache", "bf16_nograd", "fp16>bf16", "f32", "f64", "default"]
