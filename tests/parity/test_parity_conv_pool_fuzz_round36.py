@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
 from tests.parity import _conv_pool_fuzz_round36_gen as gen  # noqa: E402
+from tests.parity.test_parity_loss_fuzz_round36 import _grads  # noqa: E402
 from tests.parity.test_parity_reduction_fuzz_round35 import (  # noqa: E402
     _call, _Diverged, _describe, _np_values, _tensors)
 
@@ -59,34 +60,6 @@ def _racy(error):
     if text.startswith("Found an invalid max index: "):
         text = "Found an invalid max index: ? " + text.split(" ", 6)[-1]
     return kind, text
-
-
-def _grads(label, res, wseed):
-    got = {}
-    for lib in (torch, ember):
-        leaves, ((_, out), _) = res[lib]
-
-        def backward(lib=lib, out=out, leaves=leaves):
-            outs = [o for o in _tensors(lib, out) if o.requires_grad]
-            if not outs:
-                return None
-            loss = 0
-            for o in outs:
-                w = lib.arange(o.numel(), dtype=lib.float64).reshape(o.shape) * wseed + 1
-                loss = loss + (o * w).sum()
-            loss.backward()
-            return [None if t.grad is None else _np_values(lib, t.grad) for t in leaves]
-        got[lib] = _call(backward)
-    (tok, tg), _ = got[torch]
-    (eok, eg), _ = got[ember]
-    if tok != eok or (not tok and tg != eg):
-        raise _Diverged((label, "backward error", tg, eg))
-    if not tok or tg is None:
-        return
-    for k, (a, b) in enumerate(zip(tg, eg)):
-        if (a is None) != (b is None) or a is not None and not (
-                a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-9, equal_nan=True)):
-            raise _Diverged((label, f"grad[{k}]", a, b))
 
 
 def run_program(seed):
