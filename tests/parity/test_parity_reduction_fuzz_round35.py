@@ -577,18 +577,5 @@ def test_random_reductions_agree(chunk):
 
 
 if __name__ == "__main__":
-    import collections
-    import sys
-    lo, hi = int(sys.argv[1]), int(sys.argv[2])
-    buckets = collections.defaultdict(list)
-    for s in range(lo, hi):
-        print(s, file=sys.stderr, flush=True)
-        r = run_program(s)
-        if r is not None:
-            key = r[0].split(": ")[1].split("(")[0] + " | " + r[1]
-            buckets[key].append((s, r))
-    for k, v in sorted(buckets.items(), key=lambda kv: -len(kv[1])):
-        print(f"{len(v):4d} {k}")
-        for s, r in v[:2]:
-            print("      ", s, str(r)[:400])
-    print("total mismatches", sum(map(len, buckets.values())), "of", hi - lo)
+    from tests.parity._fuzz_cli import main
+    main(run_program, width=400)
