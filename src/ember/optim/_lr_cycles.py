@@ -92,9 +92,12 @@ class CyclicLR(LRScheduler):
         lrs = [base + (high - base) * fraction * scale
                for base, high in zip(self.base_lrs, self.max_lrs)]
         if self.cycle_momentum:
-            for group, low, high in zip(self.optimizer.param_groups, self.base_momentums,
-                                        self.max_momentums):
-                _set_momentum(group, high - (high - low) * fraction * scale, self.use_beta1)
+            momenta = [high - (high - low) * fraction * scale
+                       for low, high in zip(self.base_momentums, self.max_momentums)]
+            # strict, as PyTorch's: a group added since construction raises ValueError
+            # once the groups the schedule knows have their momentum
+            for group, momentum in zip(self.optimizer.param_groups, momenta, strict=True):
+                _set_momentum(group, momentum, self.use_beta1)
         return lrs
 
     def state_dict(self):

@@ -90,6 +90,22 @@ def number_lr(group):
     return value(lr)
 
 
+def lr_quotient(lr, divisor):
+    """``lr / divisor`` as PyTorch's tensor arithmetic gives it: a 16-bit lr (a NumPy scalar,
+    see ``number_lr``) divides in float32 with the Python number unrounded and rounds to its
+    dtype once (NumPy's 16-bit scalars round the number to 16 bits first)."""
+    if isinstance(lr, np.generic) and lr.dtype.itemsize < 4:
+        return type(lr)(np.float32(lr) / np.float32(divisor))
+    return lr / divisor
+
+
+def lr_product(lr, factor):
+    """``lr * factor`` as PyTorch's tensor arithmetic gives it (see ``lr_quotient``)."""
+    if isinstance(lr, np.generic) and lr.dtype.itemsize < 4:
+        return type(lr)(np.float32(lr) * np.float32(factor))
+    return lr * factor
+
+
 def slot(state_tensor, group):
     """What an update works on for a state tensor: the tensor itself under
     ``differentiable=True`` (its in-place ops are recorded), else its (real) array."""

@@ -9,7 +9,8 @@ from ember.optim import _stale_foreach as stale
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_fused, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, plain_rate, sparse_param,
+from ember.optim._state import (apply_updates, grads_of, lr_of, lr_quotient, plain_rate,
+                                sparse_param,
                                 step_like, slot,
                                 state_like, step_count, uncounter, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -72,7 +73,8 @@ class Adagrad(Optimizer):
                     _init_state(state, p, group)
                 t = step_count(state)
                 params.append(p)
-                updates.append((x, g, slot(state["sum"], group), lr / (1 + (t - 1) * decay)))
+                updates.append((x, g, slot(state["sum"], group),
+                                lr_quotient(lr, 1 + (t - 1) * decay)))
             diff = group["differentiable"]
             update = _update_graph if diff else _update_fused if group["fused"] else _update
             if group["foreach"] and not diff:

@@ -11,8 +11,8 @@ from ember.optim import _stale_foreach as stale
 from ember.optim import _fused16
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_fused, check_tensor_lr
-from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, scale_, slot,
-                                state_like, step_count, value, uncounter)
+from ember.optim._state import (apply_updates, grads_of, lr_of, lr_quotient, scale_, slot,
+                                state_like, step_count, step_like, uncounter, value)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adam", "AdamW"]
@@ -145,12 +145,12 @@ def _update(x, g, m, v, vmax, t, *, lr, beta1, beta2, eps, weight_decay, decoupl
             bias1 = _bias32(beta1, t)
             step = lr / bias1 if isinstance(lr, np.floating) else (1 / bias1) * np.float32(lr)
         else:
-            step = lr / (1 - beta1 ** t)
+            step = lr_quotient(lr, 1 - beta1 ** t)
         x -= float(step) * m / denom    # (addcdiv_'s value: a Python number)
         return
     denom /= math.sqrt(1 - beta2 ** t)
     denom += eps
-    x -= (lr / (1 - beta1 ** t)) * m / denom
+    x -= lr_quotient(lr, 1 - beta1 ** t) * m / denom
 
 
 def _beta_number(beta):

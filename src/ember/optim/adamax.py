@@ -8,9 +8,8 @@ from ember.backend import xp_of
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, step_like, number_lr, plain_rate, slot,
-                                state_like,
-                                step_count, uncounter)
+from ember.optim._state import (apply_updates, grads_of, lr_quotient, number_lr, plain_rate,
+                                slot, state_like, step_count, step_like, uncounter)
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
 
 __all__ = ["Adamax"]
@@ -57,7 +56,8 @@ class Adamax(Optimizer):
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
                                 slot(state["exp_inf"], group),
-                                (group["lr"] if learnable else rate) / (1 - beta1 ** t)))
+                                group["lr"] / (1 - beta1 ** t) if learnable
+                                else lr_quotient(rate, 1 - beta1 ** t)))
             update = _update
             if group["foreach"] and not group["differentiable"]:
                 update = functools.partial(_update, foreach=True)

@@ -257,8 +257,19 @@ def _per_group(optimizer, value, name):
     return list(value)
 
 
-class MultiplicativeLR(LambdaLR):
+class MultiplicativeLR(LRScheduler):
     """lr *= lr_lambda(epoch) at each step after the first."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        self.optimizer = optimizer
+        self.lr_lambdas = _per_group(optimizer, lr_lambda, "lr_lambdas")
+        for fn in self.lr_lambdas:      # (checked here, unlike LambdaLR's, as PyTorch does)
+            if not callable(fn):
+                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+        super().__init__(optimizer, last_epoch)
+
+    state_dict = LambdaLR.state_dict
+    load_state_dict = LambdaLR.load_state_dict
 
     def get_lr(self):
         self._check_get_lr_call()
@@ -358,8 +369,11 @@ class LinearLR(LRScheduler):
         return self._chained([lr * factor for lr in self._current()])
 
     def _get_closed_form_lr(self):
-        frac = min(self.total_iters, self.last_epoch) / self.total_iters
-        return [base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
+        # (the float span times the epoch, then divided: PyTorch's rounding, and its "float
+        # division by zero" when total_iters is 0)
+        span = self.end_factor - self.start_factor
+        reached = min(self.total_iters, self.last_epoch)
+        return [base * (self.start_factor + span * reached / self.total_iters)
                 for base in self.base_lrs]
 
 

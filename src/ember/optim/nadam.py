@@ -6,7 +6,8 @@ from ember._tensor import Tensor
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, grads_of, lr_of, step_like, scalar_state, slot,
+from ember.optim._state import (apply_updates, grads_of, lr_of, lr_product, lr_quotient,
+                                step_like, scalar_state, slot,
                                 state_like, step_count, uncounter)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -91,7 +92,8 @@ def _coefs(lr, mu, mu_next, product, differentiable):
         return (float(kind(1.0) / (kind(1.0) - product) * kind(lr * (1.0 - mu))),
                 float(kind(1.0) / (kind(1.0) - product * kind(mu_next)) * kind(lr * mu_next)))
     mu_product = float(product)
-    return lr * (1 - mu) / (1 - mu_product), lr * mu_next / (1 - mu_product * mu_next)
+    return (lr_quotient(lr_product(lr, 1 - mu), 1 - mu_product),
+            lr_quotient(lr_product(lr, mu_next), 1 - mu_product * mu_next))
 
 
 def _update(x, g, m, v, bias_correction2, grad_coef, avg_coef, *, lr, beta1, beta2, eps,

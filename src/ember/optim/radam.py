@@ -7,7 +7,8 @@ from ember._tensor import Tensor
 from ember.optim import _stale_foreach as stale
 from ember.optim import _steps16 as s16
 from ember.optim._checks import check_betas, check_lr, check_nonnegative
-from ember.optim._state import (apply_updates, descend_, grads_of, number_lr, step_like,
+from ember.optim._state import (apply_updates, descend_, grads_of, lr_product, lr_quotient,
+                                number_lr, step_like,
                                 root_plus, slot, state_like, step_count, value, uncounter)
 from ember.optim.adam import moments
 from ember.optim.optimizer import Optimizer, _use_grad_for_differentiable, closure_loss
@@ -66,9 +67,11 @@ class RAdam(Optimizer):
                                      / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
                     coef = lr * rect * math.sqrt(bias_correction2) / bias_correction1
                     if fast:
-                        coef = float(bias_correction2 ** 0.5 * (rate * rect / bias_correction1))
+                        coef = float(lr_product(lr_quotient(lr_product(rate, rect),
+                                                            bias_correction1),
+                                                bias_correction2 ** 0.5))
                 else:
-                    coef = float(rate * 1.0 / bias_correction1) if fast \
+                    coef = float(lr_quotient(rate, bias_correction1)) if fast \
                         else lr / bias_correction1
                 params.append(p)
                 updates.append((x, g, slot(state["exp_avg"], group),
