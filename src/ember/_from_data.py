@@ -437,6 +437,8 @@ def _real_parts(data):
 def _tp_name(obj):
     """The type name CPython's C API reports: qualified for static extension types."""
     t = type(obj)
+    if t.__module__ == "ember._conj_view":     # a conj or neg view is a plain Tensor to users
+        return "Tensor"
     if t.__module__ == "builtins" or t.__flags__ & (1 << 9):     # Py_TPFLAGS_HEAPTYPE
         return t.__name__
     return f"{t.__module__}.{t.__name__}"

@@ -47,7 +47,8 @@ MESSAGES = {
          "linalg.inv_ex", "linalg.solve_ex", "linalg.lu_factor", "linalg.lu_factor_ex",
          "nn.functional.linear", "nn.functional.avg_pool2d", "nn.functional.avg_pool3d",
          "linalg.ldl_factor", "linalg.ldl_factor_ex", "_max_dim", "svd",
-         "_min_dim", "sort", "argsort", "topk", "argmax", "argmin", "isin"), _EXPECTED),
+         "_min_dim", "sort", "argsort", "topk", "argmax", "argmin", "isin", "slice_scatter"),
+        _EXPECTED),
     **dict.fromkeys(
         ("hardshrink", "nn.functional.softshrink", "nn.functional.gelu",
          "nn.functional.softplus", "neg", "sign", "sgn", "frac", "floor", "ceil", "trunc",

@@ -471,12 +471,18 @@ def record_checks(op, flat, params, inplace=False):
         refuse_traced_forward(op, flat, params, inplace)
     if op.refused_grads is not None:
         _check_refused_grads(op, flat)
-    if op.complex_grad_refused and not inplace and not FORWARD_AD.pushing:
-        for x in flat:
-            if isinstance(x, Tensor) and x._data.dtype.kind == "c" and grad_refused(x, True):
-                name = op.name.rpartition(".")[2]      # nn.functional.silu: silu
-                raise RuntimeError(f"{name} does not support automatic differentiation for "
-                                   f"outputs with complex dtype.")
+    refused = op.complex_grad_refused
+    if refused and not inplace and not FORWARD_AD.pushing:
+        if refused is True:
+            complex_grad = any(isinstance(x, Tensor) and x._data.dtype.kind == "c"
+                               and grad_refused(x, True) for x in flat)
+        else:               # (the result takes one input's dtype)
+            complex_grad = flat[refused[0]]._data.dtype.kind == "c" and any(
+                isinstance(x, Tensor) and grad_refused(x, True) for x in flat)
+        if complex_grad:
+            name = op.name.rpartition(".")[2]      # nn.functional.silu: silu
+            raise RuntimeError(f"{name} does not support automatic differentiation for "
+                               f"outputs with complex dtype.")
 
 
 def unrecorded_checks(op, flat, params):

@@ -265,11 +265,14 @@ class Op:
         self.unrecorded_check = functools.partial(unrecorded_checks, self)
         return fn
 
-    def refuse_complex_grad(self):
+    def refuse_complex_grad(self, result_of=None):
         """Refuse a recorded call whose differentiable input (so its result) is complex, with
         PyTorch's error for kernels whose derivative is real only (embedding, nan_to_num; a
-        forward-mode tangent and an in-place call pass, as in PyTorch)."""
-        self.complex_grad_refused = True
+        forward-mode tangent and an in-place call pass, as in PyTorch). ``result_of``: the
+        index of the input whose dtype the result takes (select_scatter's ``input``), when
+        the result, not an input, decides: refused when that input is complex and any input
+        requires grad."""
+        self.complex_grad_refused = True if result_of is None else (result_of,)
         self.record_check = record_checks
 
     def refuse_integral_results(self):

@@ -6,7 +6,7 @@ from ember._creation import empty
 from ember._tensor import Tensor
 from ember.ops._dims import int_param, int_sequence, wrap_dim
 from ember.ops._promotion import BINARY
-from ember.ops._registry import op
+from ember.ops._registry import REGISTRY, op
 from ember.ops.directional_split import METHODS, dsplit, hsplit, vsplit
 from ember.ops.grids import _tensor_arg, _tensor_list
 from ember.ops.join import _atleast, _check_list, cat
@@ -37,28 +37,34 @@ atleast_3d = _atleast_nd(3)
 
 # --- rot90 ------------------------------------------------------------------------------------
 
-def rot90(input, k=1, dims=(0, 1)):
+@op("rot90(input, k=1, dims=(0, 1))", saves_inputs=False)
+def rot90(xp, x, k, dims):
     """A copy rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
     towards the second."""
-    _tensor_arg(input, "rot90")
     k = int_param(k, ("rot90", "k", 1))
     dims = int_sequence(dims, ("rot90", "dims", 2), scalar=False)
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
-    if input.ndim < 2:
-        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
-    d0, d1 = wrap_dim(dims[0], input.ndim), wrap_dim(dims[1], input.ndim)
+    if x.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {x.ndim}")
+    d0, d1 = wrap_dim(dims[0], x.ndim), wrap_dim(dims[1], x.ndim)
     if d0 == d1:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} "
                            f"and dim1 = {dims[1]}")
+    flip = REGISTRY["flip"].forward
     k %= 4
-    if k == 1:
-        return input.flip(d1).transpose(d0, d1)
+    if k == 1:      # PyTorch's layouts: a flip (laid as the input) transposed, or a flip
+        return flip(xp, x, (d1,)).swapaxes(d0, d1)
     if k == 2:
-        return input.flip((d0, d1))
+        return flip(xp, x, (d0, d1))
     if k == 3:
-        return input.flip(d0).transpose(d0, d1)
-    return input.clone()
+        return flip(xp, x, (d0,)).swapaxes(d0, d1)
+    return x.copy()                     # (a row-major clone)
+
+
+@rot90.derivative
+def _(grad, x, k, dims):
+    return grad.rot90(-int_param(k, ("rot90", "k", 1)), dims)
 
 
 # --- column_stack, block_diag, diagflat, type_as ----------------------------------------------
@@ -125,7 +131,6 @@ def type_as(self, other):
 
 
 _block_diag.__name__ = _block_diag.__qualname__ = "block_diag"
-Tensor.rot90 = rot90
 for _name, _method in METHODS.items():
     setattr(Tensor, _name, _method)
 Tensor.diagflat = diagflat
@@ -133,5 +138,5 @@ Tensor.type_as = type_as
 
 ALIASES = {"row_stack": "vstack"}
 PUBLIC = {"atleast_1d": atleast_1d, "atleast_2d": atleast_2d, "atleast_3d": atleast_3d,
-          "rot90": rot90, "hsplit": hsplit, "vsplit": vsplit, "dsplit": dsplit,
+          "hsplit": hsplit, "vsplit": vsplit, "dsplit": dsplit,
           "column_stack": column_stack, "block_diag": _block_diag, "diagflat": diagflat}

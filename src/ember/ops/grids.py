@@ -106,7 +106,9 @@ def combinations(input, r=2, with_replacement=False):
         itertools.combinations
     index = np.fromiter(itertools.chain.from_iterable(pick(range(input.shape[0]), r)),
                         dtype=np.int64).reshape(-1, r)
-    return input[tensor(index, device=input.device)]
+    # a stack of the columns, as PyTorch's (a StackBackward0 node)
+    return stack([input.index_select(0, tensor(index[:, k], device=input.device))
+                  for k in range(r)], 1)
 
 
 def _triangle_indices(name, lower):

@@ -57,6 +57,8 @@ def _cat_dim(shapes, dim):
     saves_inputs=False, method=False)          # (PyTorch's Tensor has no cat, stack, concat)
 def cat(xp, tensors, dim):
     """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""
+    if type(dim) is not int:            # (the parser checks the type before anything else)
+        dim = int_param(dim, None, strict=True)
     shapes = [a.shape for a in tensors]
     d = _cat_dim(shapes, dim)
     if d is None:
@@ -107,11 +109,11 @@ def _zeros_like_meta(grad, meta):
 def stack(xp, tensors, dim):
     """The tensors (all of one shape) joined along a new dim ``dim``."""
     first = tensors[0].shape
+    d = wrap_dim(dim, len(first) + 1)       # (PyTorch wraps the dim before it checks sizes)
     for i, a in enumerate(tensors[1:], 1):
         if a.shape != first:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(first)} at entry 0 and {list(a.shape)} at entry {i}")
-    d = wrap_dim(dim, len(first) + 1)
     if 1 not in first and len(tensors) > 1 and tensors[0].flags.c_contiguous:
         # (the common case: PyTorch's stack is row-major when the first input is and no dim
         # has size 1, whatever the others' layout; NumPy's stack, without its checks)
@@ -183,8 +185,8 @@ def _atleast(x, ndim):
         return x
     if ndim == 3 and x.ndim == 2:
         return x.unsqueeze(-1)
-    if ndim == 3 and x.ndim == 1:
-        return x.reshape(1, -1, 1)
+    if x.ndim == 1:                 # PyTorch unsqueezes a 1-D tensor (UnsqueezeBackward0)
+        return x.unsqueeze(0) if ndim == 2 else x.unsqueeze(0).unsqueeze(-1)
     return x.reshape((1,) * (ndim - x.ndim) + tuple(x.shape))
 
 
@@ -332,9 +334,11 @@ Tensor.split_with_sizes = _split_with_sizes_method
 def chunk(xp, x, chunks, dim):
     """At most ``chunks`` views of equal size (the last may be smaller) along ``dim``."""
     chunks = int_param(chunks, ("chunk", "chunks", 1), strict=True)
+    if type(dim) is not int:            # (the parser's check comes first)
+        dim = int_param(dim, ("chunk", "dim", 2), strict=True)
+    _need_dims(x, "chunk")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-    _need_dims(x, "chunk")
     d = wrap_dim(dim, x.ndim, ("chunk", "dim", 2))
     n = x.shape[d]
     if n == 0:
@@ -343,7 +347,12 @@ def chunk(xp, x, chunks, dim):
     return _pieces(x, d, _bounds(_split_sizes(n, size, d)))
 
 
-chunk.name_nodes("SplitBackward0")     # PyTorch splits to chunk
+@chunk.named_by
+def _(flat, params, outputs):
+    # PyTorch splits to chunk, by split_with_sizes where the dim is empty
+    x = flat[0]
+    return "SplitWithSizesBackward0" if x.shape[wrap_dim(params[1], x.ndim)] == 0 else \
+        "SplitBackward0"
 
 
 @chunk.derivative
@@ -399,16 +408,20 @@ def _(grad, x, dim):
     return stack(list(_as_tuple(grad)), dim)
 
 
+def _split_tensor_checks(arg):
+    if arg.dtype is not D.int64:
+        raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of "
+                           f"long, but got {arg.dtype._torch_name}")
+    if arg.ndim > 1:
+        raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a "
+                           f"zero-dimensional or one-dimensional tensor, but got a tensor with "
+                           f"{arg.ndim} dims")
+
+
 def _tensor_split_bounds(n, arg):
     """(start, stop) of each piece of ``tensor_split``: sections, or indices (as slicing)."""
     if isinstance(arg, Tensor):
-        if arg.dtype is not D.int64:
-            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have "
-                               f"dtype of long, but got {arg.dtype._torch_name}")
-        if arg.ndim > 1:
-            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a "
-                               f"zero-dimensional or one-dimensional tensor, but got a tensor "
-                               f"with {arg.ndim} dims")
+        _split_tensor_checks(arg)
         arg = arg.tolist()
     if isinstance(arg, (tuple, list)):
         edges = [slice(int(i), None).indices(n)[0] for i in arg]
@@ -425,9 +438,13 @@ def _checked_split(x, indices_or_sections, dim):
     if type(indices_or_sections) is not int and not isinstance(indices_or_sections, Tensor):
         given = (indices_or_sections,) if dim == 0 else (indices_or_sections, dim)
         check_overloaded_dims(indices_or_sections, "tensor_split", given, "indices")
+    if type(dim) is not int:            # (the parser's checks come first)
+        dim = int_param(dim, None, strict=True)
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
                            "tensor with 0 dims")
+    if isinstance(indices_or_sections, Tensor):     # (before the dim's range)
+        _split_tensor_checks(indices_or_sections)
     d = wrap_dim(dim, x.ndim)
     return d, _tensor_split_bounds(x.shape[d], indices_or_sections)
 
@@ -443,8 +460,8 @@ def _(inputs, params):
     """PyTorch's graph: each piece a slice of its own (SliceBackward0, output 0)."""
     x = inputs[0]
     d, bounds = _checked_split(x, *params)
-    lead = (slice(None),) * d
-    return tuple(x[lead + (slice(start, stop),)] for start, stop in bounds)
+    # narrow: a slice node even for a piece spanning the dim (a subscript would be an alias)
+    return tuple(x.narrow(d, start, max(stop - start, 0)) for start, stop in bounds)
 
 
 tensor_split.name_nodes("SliceBackward0")     # PyTorch slices to tensor_split

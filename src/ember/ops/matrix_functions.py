@@ -321,7 +321,9 @@ matrix_exp_top.derivative(_matrix_exp_grad)
 @op("cross(input, other, *, dim=-1)", inputs=2, namespace="linalg", out=True)
 def cross(xp, a, b, dim):
     """The cross product of 3-vectors along ``dim`` (other dims broadcast)."""
-    from ember.ops._dims import wrap_dim
+    from ember.ops._dims import int_param, wrap_dim
+    if type(dim) is not int:            # (the parser's check comes first)
+        dim = int_param(dim, None, strict=True)
     if a.ndim != b.ndim:
         raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if a.ndim == 0:
@@ -334,10 +336,10 @@ def cross(xp, a, b, dim):
     if a.shape[d] != 3 or b.shape[d] != 3:
         raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
                            f"{a.shape[d]} and {b.shape[d]}")
+    if a.dtype == np.bool_:             # (PyTorch's kernel picks by input's dtype first)
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected scalar type {torch_name(a)} but found {torch_name(b)}")
-    if a.dtype == np.bool_:
-        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
     # by components, as np.cross computes them (its axis moves cost 10x this on small
     # inputs), into a row-major result as PyTorch's
     head = (slice(None),) * d

@@ -9,7 +9,7 @@ import numpy as np
 from ember import _dtype as D
 from ember._memory_format import contiguous_format, laid_like
 from ember._tensor import Tensor
-from ember.ops._dims import int_sequence, wrap_dim
+from ember.ops._dims import int_param, int_sequence, wrap_dim
 from ember.ops._arg_aliases import MISSING, UNSET
 from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._promotion import refuse_kernel
@@ -91,13 +91,13 @@ def roll(xp, x, shifts, dims):
     dims = () if dims is None else int_sequence(dims, ("roll", "dims", 2))
     if not shifts:
         raise RuntimeError("`shifts` required")
-    if not x.size:                      # PyTorch's is a clone (strides kept)
-        return laid_like(xp, x, x, copy=True)
-    if not dims and len(shifts) == 1:
-        return xp.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
-    if len(shifts) != len(dims):
+    if (dims or len(shifts) != 1) and len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
                            f"dims:{len(dims)}")
+    if not x.size:                      # PyTorch's is a clone (strides kept; dims unchecked)
+        return laid_like(xp, x, x, copy=True)
+    if not dims:
+        return xp.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
     axes = tuple(wrap_dim_of_tensor(d, x.ndim) for d in dims)
     return _contiguous(xp.roll(x, shifts, axis=axes))
 
@@ -200,10 +200,10 @@ def _repeat_int(xp, x, repeats, dim, output_size):
         x, d = x.reshape(-1), 0
     else:
         d = wrap_dim(dim, x.ndim)
-        if x.ndim == 0:                 # PyTorch inserts the copies' dim after ``dim``
-            wrap_dim(d + 1, 0)
     if repeats < 0:
         raise RuntimeError("Repeats must be non-negative")
+    if dim is not None and x.ndim == 0:     # PyTorch inserts the copies' dim after ``dim``
+        wrap_dim(d + 1, 0)
     total = x.shape[d] * repeats
     if output_size is not None and output_size != total:
         raise RuntimeError(f"repeat_interleave: Invalid output_size, expected {total} but got "
@@ -236,6 +236,8 @@ def repeat_interleave(xp, x, repeats, dim, output_size):
         return _repeat_int(xp, x, repeats, dim, output_size)
     if not hasattr(repeats, "ndim"):
         raise _not_tensor("repeats", 2, repeats, "Tensor or int")
+    if dim is not None and type(dim) is not int:   # (the parser's check comes first)
+        dim = int_param(dim, None, strict=True)
     if repeats.ndim > 1:
         raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
     if dim is None:

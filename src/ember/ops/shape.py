@@ -98,12 +98,12 @@ def wrap_dim_of_tensor(dim, ndim):
 def distinct_dims(dims, ndim, where="argument 'dim'"):
     """Wrapped ``dims`` (an int or a sequence), each at most once; ``where`` as for
     ``int_tuple``."""
-    wrapped = [wrap_dim(d, ndim) for d in int_tuple(dims, where)]
-    seen = set()
-    for d in wrapped:
-        if d in seen:
+    wrapped = []
+    for d in int_tuple(dims, where):    # one by one: a repeat before a later dim's range error
+        d = wrap_dim(d, ndim)
+        if d in wrapped:
             raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-        seen.add(d)
+        wrapped.append(d)
     return tuple(wrapped)
 
 

@@ -2,7 +2,7 @@
 diag_embed, tril, triu (copies)."""
 
 from ember._creation import zeros
-from ember._memory_format import contiguous_format, restrided
+from ember._memory_format import contiguous_format, preserved, restrided
 from ember._storage_place import slice_along
 from ember._tensor import Tensor, _view_tracks
 from ember.ops._dims import int_param, invalid_combination, wrap_dim
@@ -18,6 +18,8 @@ __all__ = [
     "diagonal_scatter",
     "narrow",
     "select",
+    "select_scatter",
+    "slice_scatter",
     "tril",
     "triu",
     "unfold",
@@ -199,7 +201,11 @@ def _(grad, x, offset, dim1, dim2):
 @op("diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)", inputs=2, saves_inputs=False)
 def diagonal_scatter(xp, x, src, offset, dim1, dim2):
     """A copy of ``input`` with the diagonal (as ``diagonal`` selects it) set to ``src``."""
-    out = x.copy()
+    if type(offset) is not int or type(dim1) is not int or type(dim2) is not int:
+        offset = int_param(offset, ("diagonal_scatter", "offset", 2))
+        dim1 = int_param(dim1, ("diagonal_scatter", "dim1", 3))
+        dim2 = int_param(dim2, ("diagonal_scatter", "dim2", 4))
+    out = preserved(xp, x)          # (a preserve_format copy, as PyTorch's clone)
     view = diagonal_view(xp, out, offset, dim1, dim2)
     if view.shape != src.shape:
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
@@ -245,6 +251,10 @@ def _(grad, x, diagonal):
 @op("diag_embed(input, offset=0, dim1=-2, dim2=-1)", saves_inputs=False)
 def diag_embed(xp, x, offset, dim1, dim2):
     """Tensors whose ``dim1`` x ``dim2`` matrices have the last dim of ``input`` on a diagonal."""
+    if type(offset) is not int or type(dim1) is not int or type(dim2) is not int:
+        offset = int_param(offset, ("diag_embed", "offset", 1))
+        dim1 = int_param(dim1, ("diag_embed", "dim1", 2))
+        dim2 = int_param(dim2, ("diag_embed", "dim2", 3))
     ndim = x.ndim + 1
     d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
     if d1 == d2:
@@ -270,10 +280,11 @@ def _need_matrix(x, name):
 @op("tril(input, diagonal=0)", inplace=True, out=True, saves_inputs=False)
 def tril(xp, x, diagonal):
     """The lower triangle (on and below ``diagonal``) of the last two dims, the rest zeroed."""
+    diagonal = int_param(diagonal, ("tril", "diagonal", 1))     # (the parser's check first)
     _need_matrix(x, "tril")
     if x.size:
         refuse_kernel(x, "tril")
-    return xp.tril(x, int_param(diagonal, ("tril", "diagonal", 1)))
+    return xp.ascontiguousarray(xp.tril(x, diagonal))       # (row-major, as PyTorch's)
 
 
 @tril.derivative
@@ -284,10 +295,11 @@ def _(grad, x, diagonal):
 @op("triu(input, diagonal=0)", inplace=True, out=True, saves_inputs=False)
 def triu(xp, x, diagonal):
     """The upper triangle (on and above ``diagonal``) of the last two dims, the rest zeroed."""
+    diagonal = int_param(diagonal, ("triu", "diagonal", 1))     # (the parser's check first)
     _need_matrix(x, "triu")
     if x.size:
         refuse_kernel(x, "triu")
-    return xp.triu(x, int_param(diagonal, ("triu", "diagonal", 1)))
+    return xp.ascontiguousarray(xp.triu(x, diagonal))       # (row-major, as PyTorch's)
 
 
 @triu.derivative
@@ -297,29 +309,67 @@ def _(grad, x, diagonal):
 
 # --- scatters into copies, and copies of slices ----------------------------------------------
 
-def _scatter_into_view(input, src, view_of):
-    """A copy of ``input`` with ``src`` written where ``view_of(copy)`` lies (autograd sees
-    the copy and the write, so both inputs get their gradients)."""
-    from ember.func._batched import with_levels_of
-    out = with_levels_of(input.clone(), src)        # vmap: a batched src, an unbatched input
+def _write_into(xp, x, src, view_of):
+    """A preserve_format copy of ``x`` (as PyTorch's clone) with ``src`` written where
+    ``view_of(copy)`` lies (the real part of a complex ``src`` into a real copy)."""
+    out = preserved(xp, x)
     view = view_of(out)
-    if tuple(src.shape) != tuple(view.shape):
+    if view.shape != src.shape:
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
                            f"{list(src.shape)}, slice size = {list(view.shape)}")
-    view.copy_(src)
+    view[...] = src.real if src.dtype.kind == "c" and out.dtype.kind != "c" else src
     return out
 
 
-def select_scatter(input, src, dim, index):
+@op("select_scatter(input, src, dim, index)", inputs=2, saves_inputs=False, out=False)
+def select_scatter(xp, x, src, dim, index):
     """A copy of ``input`` whose ``input.select(dim, index)`` is ``src``."""
-    return _scatter_into_view(input, src, lambda t: t.select(dim, index))
+    if type(dim) is not int or type(index) is not int:
+        dim = int_param(dim, ("select_scatter", "dim", 2))
+        index = int_param(index, ("select_scatter", "index", 3))
+    return _write_into(xp, x, src, lambda a: select.forward(xp, a, dim, index))
 
 
-def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+@select_scatter.derivative
+def _(grad, x, src, dim, index):
+    blank = zeros(src.shape, dtype=grad.dtype, device=grad.device)
+    return grad.select_scatter(blank, dim, index), grad.select(dim, index)
+
+
+def _slice_key(shape, dim, start, end, step):
+    """The subscript of ``slice_scatter``'s slice, its arguments checked as PyTorch's slice."""
+    if not shape:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, len(shape), ("slice_scatter", "dim", 2))
+    start, end, step = (None if v is None else int_param(v, ("slice_scatter", name, k))
+                        for v, name, k in ((start, "start", 3), (end, "end", 4),
+                                           (step, "step", 5)))
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    return (slice(None),) * d + (slice(start, end, step),)
+
+
+@op("slice_scatter(input, src, dim=0, start=None, end=None, step=1)", inputs=2,
+    saves_inputs=False, out=True)
+def slice_scatter(xp, x, src, dim, start, end, step):
     """A copy of ``input`` whose slice ``start:end:step`` along ``dim`` is ``src``."""
-    d = wrap_dim(dim, input.ndim)
-    return _scatter_into_view(
-        input, src, lambda t: t[(slice(None),) * d + (slice(start, end, step),)])
+    key = _slice_key(x.shape, dim, start, end, step)
+    return _write_into(xp, x, src, lambda a: a[key])
+
+
+@slice_scatter.derivative
+def _(grad, x, src, dim, start, end, step):
+    blank = zeros(src.shape, dtype=grad.dtype, device=grad.device)
+    return (grad.slice_scatter(blank, dim, start, end, step),
+            grad[_slice_key(tuple(x.shape), dim, start, end, step)])
+
+
+# PyTorch's derivatives of these are real only, and its kernels make no integral result that
+# requires grad (an integer input with a float src that requires grad)
+for _scatter in (select_scatter, slice_scatter):
+    _scatter.refuse_complex_grad(result_of=0)
+    _scatter.refuse_integral_results()
+diagonal_scatter.refuse_integral_results()
 
 
 def narrow_copy(input, dim, start, length):
@@ -327,8 +377,7 @@ def narrow_copy(input, dim, start, length):
     return input.narrow(dim, start, length).clone(memory_format=contiguous_format)
 
 
-for _fn in (select_scatter, slice_scatter, narrow_copy):
-    setattr(Tensor, _fn.__name__, _fn)
+Tensor.narrow_copy = narrow_copy
 
 
 def _narrow_copy_function(input, dim, start, length, *, out=None):
@@ -359,5 +408,4 @@ def _narrow_copy_into(out, input, result):
 
 _narrow_copy_function.__name__ = "narrow_copy"
 
-PUBLIC = {"select_scatter": select_scatter, "slice_scatter": slice_scatter,
-          "narrow_copy": _narrow_copy_function}
+PUBLIC = {"narrow_copy": _narrow_copy_function}

@@ -6,7 +6,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._warn import warn_once
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import int_param, wrap_dim
 from ember.ops._reduce import constant, int_dim, wide
 from ember.ops._registry import broadcast_message, op
 from ember.ops._scalars import number_arg
@@ -29,6 +29,8 @@ def _cross_dim(shape, dim):
 def cross(xp, a, b, dim):
     """The cross product of the 3-vectors along ``dim`` (without it: the first dim of size 3,
     a deprecated default that warns once) of two tensors broadcast against each other."""
+    if dim is not None and type(dim) is not int:   # (the parser's check comes first)
+        dim = int_param(dim, None, strict=True)
     if dim is None:
         # PyTorch's text, so that programs filtering this warning keep working
         warn_once("Using torch.cross without specifying the dim arg is deprecated.\n"
@@ -48,11 +50,11 @@ def cross(xp, a, b, dim):
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise RuntimeError(broadcast_message([a.shape, b.shape])) from None
+    if a.dtype == np.bool_:             # (PyTorch's kernel picks by input's dtype first)
+        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected scalar type {D.FROM_NUMPY[a.dtype]._torch_name} but found "
                            f"{D.FROM_NUMPY[b.dtype]._torch_name}")
-    if a.dtype == np.bool_:
-        raise NotImplementedError("\"cross\" not implemented for 'Bool'")
     a0, a1, a2 = (a.take(i, axis=d) for i in range(3))
     b0, b1, b2 = (b.take(i, axis=d) for i in range(3))
     return xp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=d)

@@ -1,6 +1,6 @@
 """OpInfo entries for ember/ops/slicing.py and ember/ops/reorder.py: narrow, select, unfold,
-diagonal, diagonal_scatter, diag, diag_embed, tril, triu, flip, roll, repeat,
-repeat_interleave."""
+diagonal, diagonal_scatter, select_scatter, slice_scatter, rot90, diag, diag_embed, tril,
+triu, flip, roll, repeat, repeat_interleave."""
 
 import numpy as np
 
@@ -187,6 +187,66 @@ def _diagonal_scatter_errors():
                r"slice size = \[2\]")
     yield _err(x, (ember.zeros(2), 0, 1, 1), RuntimeError,
                "diagonal dimensions cannot be identical")
+
+
+def _select_scatter_ref(a, src, dim, index):
+    out = a.copy()
+    out[(slice(None),) * (dim % a.ndim) + (index,)] = src.astype(a.dtype)
+    return out
+
+
+def _select_scatter_samples(dtype, rg):
+    yield _s(make((5, 3), dtype, rg), make((3,), dtype, rg), 0, 1, name="plain")
+    yield _s(make((5, 3), dtype, rg), make((5,), dtype, rg), -1, -1, name="negative")
+    yield _s(make((3,), dtype, rg), make((), dtype, rg), 0, 2, name="to_0dim")
+    yield _s(make((2, 0), dtype, rg), make((0,), dtype, rg), 0, 1, name="empty")
+    yield _s(make((4, 6), dtype, rg, noncontiguous=True), make((4,), dtype, rg), 1, 2,
+             name="noncontiguous")
+
+
+def _scatter_errors(name, args):
+    x = ember.zeros(5, 3)
+    yield _err(x, (ember.zeros(2),) + args, RuntimeError,
+               r"expected src to have a size equal to the slice of self\. src size = \[2\]")
+    yield _err(ember.tensor(1.), (ember.tensor(1.),) + args, IndexError,
+               rf"{name}\(\) cannot be applied to a 0-dim tensor\.")
+
+
+def _slice_scatter_ref(a, src, dim=0, start=None, end=None, step=1):
+    out = a.copy()
+    out[(slice(None),) * (dim % a.ndim) + (slice(start, end, step),)] = src.astype(a.dtype)
+    return out
+
+
+def _slice_scatter_samples(dtype, rg):
+    yield _s(make((5, 3), dtype, rg), make((2, 3), dtype, rg), 0, 1, 3, name="plain")
+    yield _s(make((5, 3), dtype, rg), make((5, 2), dtype, rg), -1, None, None, 2,
+             name="stepped")
+    yield _s(make((5, 3), dtype, rg), make((3, 3), dtype, rg), start=-3, name="keywords")
+    yield _s(make((2, 0), dtype, rg), make((2, 0), dtype, rg), 1, 0, 0, name="empty")
+    yield _s(make((4, 6), dtype, rg, noncontiguous=True), make((4, 1), dtype, rg), 1, 2, 3,
+             name="noncontiguous")
+
+
+def _slice_scatter_errors():
+    yield from _scatter_errors("slice", (0, 0, 2))
+    yield _err(ember.zeros(5, 3), (ember.zeros(5, 3), 0, None, None, 0), RuntimeError,
+               "slice step must be positive")
+
+
+def _rot90_samples(dtype, rg):
+    yield _s(make((3, 4), dtype, rg), name="default")
+    for k in (-5, 0, 2, 3):
+        yield _s(make((2, 3, 4), dtype, rg), k, (2, 0), name=f"k{k}")
+    yield _s(make((0, 3), dtype, rg), k=1, dims=[1, 0], name="empty")
+    yield _s(make((4, 6), dtype, rg, noncontiguous=True), 1, (-1, -2), name="noncontiguous")
+
+
+def _rot90_errors():
+    x = ember.zeros(2, 3)
+    yield _err(x, (1, (0,)), RuntimeError, "expected total rotation dims == 2, but got dims = 1")
+    yield _err(ember.zeros(3), (), RuntimeError, "expected total dims >= 2, but got total dims")
+    yield _err(x, (1, (1, -1)), RuntimeError, "expected rotation dims to be different")
 
 
 def _diag_samples(dtype, rg):
@@ -409,6 +469,13 @@ OPS = [
            error_inputs=_diagonal_errors),
     OpInfo("diagonal_scatter", _diagonal_scatter_ref, _diagonal_scatter_samples, dtypes=ALL,
            gradgrad=True, error_inputs=_diagonal_scatter_errors),
+    OpInfo("select_scatter", _select_scatter_ref, _select_scatter_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=lambda: _scatter_errors("select", (0, 0)),
+           skips=("grad_complex",)),                # refused, as in PyTorch
+    OpInfo("slice_scatter", _slice_scatter_ref, _slice_scatter_samples, dtypes=ALL,
+           gradgrad=True, error_inputs=_slice_scatter_errors, skips=("grad_complex",)),
+    OpInfo("rot90", lambda a, k=1, dims=(0, 1): np.rot90(a, k, tuple(dims)), _rot90_samples,
+           dtypes=ALL, gradgrad=True, error_inputs=_rot90_errors),
     OpInfo("diag", lambda a, diagonal=0: np.diag(a, diagonal), _diag_samples, dtypes=ALL,
            gradgrad=True, error_inputs=_diag_errors),
     OpInfo("diag_embed", _diag_embed_ref, _diag_embed_samples, dtypes=ALL, gradgrad=True,
