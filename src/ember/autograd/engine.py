@@ -307,16 +307,27 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     for g in buf:
         if g is not None:
             break
-    else:
-        return None                     # no gradient flowed into this node
+    else:                               # no gradient flowed into this node: PyTorch runs it
+        if node._post_hooks:            # all the same, its hooks seeing None gradients
+            return _run_post_hooks(node, [None] * len(node._edges), buf)
+        return None
     grads_in = node.apply(buf)      # (its errors, a NaN found too: see _warn_failed)
     if _ANOMALY[0] and anomaly.CHECK_NAN[0]:
         _check_nan(node, grads_in)
     if node._post_hooks and type(grads_in) is not RawEdgeGrads:  # (else registered since)
+        if run_set is not None and isinstance(node, OpNode):
+            grads_in = _unneeded_as_none(node, grads_in, run_set)
         grads_in = _run_post_hooks(node, grads_in, buf)
     if not retain_graph:
         node._release()
     return grads_in
+
+
+def _unneeded_as_none(node, grads_in, run_set):
+    """``grads_in`` with None for the edges that lead to no target of ``autograd.grad``: what
+    a node's hooks see there, as PyTorch's kernels compute only the gradients needed."""
+    return [g if nxt is not None and (nxt in run_set or _joins(nxt, run_set)) else None
+            for g, (nxt, _) in zip(grads_in, node._edges)] + list(grads_in[len(node._edges):])
 
 
 def _run_pre_hooks(node, buf):

@@ -54,6 +54,9 @@ _FROM_RESULT = {"nn.functional.leaky_relu": ("_leaky_relu_inplace", ()),
 def relu(input, inplace=False):
     """``max(input, 0)`` elementwise (in place if ``inplace``)."""
     if not hasattr(input, "relu"):      # the op's TypeError ("must be Tensor, not list")
+        if inplace:
+            raise TypeError("relu_(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
         return _op("relu").function(input)
     return input.relu_() if inplace else input.relu()
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from ember._random import _uniform_like
-from ember._tensor import _make
+from ember._tensor import Tensor, _make
 from ember.backend import device_guard, gpu_elsewhere, xp_of
 from ember.ops._inplace import call_inplace
 from ember.ops._registry import op, rename_node
@@ -55,6 +55,7 @@ def _check_dtype(input):
 
 def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generator=None):
     """The kernel behind every dropout variant (``torch.dropout``'s ``p`` rules)."""
+    _check_args(input, train, feature, alpha, inplace)
     if not 0 <= p <= 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
     if p == 0 or not train or input.numel() == 0:
@@ -67,6 +68,20 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
             raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
         _check_dtype(input)
         return _masked(input, p, inplace, feature, alpha, generator)
+
+
+def _check_args(input, train, feature, alpha, inplace):
+    """The argument parser's checks of ``torch.<variant>(input, p, train)``: a tensor input
+    (even where p == 0 returns it as is) and a bool ``train``."""
+    if isinstance(input, Tensor) and isinstance(train, (bool, np.bool_)):
+        return
+    name = f"{'feature_' if feature else ''}{'alpha_' if alpha else ''}dropout" \
+        f"{'_' if inplace else ''}"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    raise TypeError(f"{name}(): argument 'train' (position 3) must be bool, not "
+                    f"{type(train).__name__}")
 
 
 def _masked(input, p, inplace, feature, alpha, generator):

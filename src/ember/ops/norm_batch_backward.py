@@ -20,7 +20,6 @@ and ``a * invstd * g``.
 import numpy as np
 
 from ember import _dtype as D
-from ember.autograd.graph import carries_gradient
 from ember.ops._norm_shared import _LOW
 from ember.ops._registry import op
 from ember.ops.norm_batch import _batch_norm_arrays
@@ -56,7 +55,9 @@ _native_batch_norm_backward.nondifferentiable("save_mean", "save_invstd")
 
 @_native_batch_norm_backward.derivative
 def _(grads, g, x, w, rm, rv, save_mean, save_invstd, train, eps):
-    u, a, b = (t if carries_gradient(t) else None for t in grads)    # (not filled zeros)
+    # a cotangent the engine filled in is PyTorch's undefined one; zeros computed upstream
+    # are defined, and reach the inputs (as zeros) as PyTorch's do
+    u, a, b = (None if t is None or t.__dict__.get("_filled_zeros") else t for t in grads)
     low = x.dtype in D.LOW_PRECISION
     g32, x32, w32 = (None if t is None else t.float() if low else t for t in (g, x, w))
     u, a, b = (None if t is None else t.to(x32.dtype) for t in (u, a, b))

@@ -289,10 +289,13 @@ class BackwardHook:
         self.n_inputs = len(args)
         where = _requiring_grad(args)
         self.no_input_grads = not where or not is_grad_enabled()    # (PyTorch warns, below)
-        if not where or not self.user_hooks or not is_grad_enabled():
+        if self.no_input_grads:
             return args     # (under no_grad the inputs pass through as they are)
+        # wrapped for backward pre-hooks alone too: forward sees the hook node's outputs (an
+        # in-place op on them fails), and the node gives zeros to inputs no gradient reached
         self.input_hooked = True
         self.input_positions = where
+        self.input_meta = [(args[i].shape, args[i].dtype, args[i].device) for i in where]
         # PyTorch hands zeros for the tensor inputs that do not require grad
         self.constant_inputs = [(i, a) for i, a in enumerate(args)
                                 if isinstance(a, Tensor) and not a.requires_grad]
@@ -311,7 +314,6 @@ class BackwardHook:
             return result
         # grad_output has one entry per output: None for those that need no grad
         self.output_slots, self.n_outputs = where, len(outs)
-        self.output_meta = [(outs[i].shape, outs[i].dtype, outs[i].device) for i in where]
         new = _rewrap(outs, where, self._on_output_grads)
         return new[0] if single else new
 
@@ -339,15 +341,15 @@ class BackwardHook:
                     raise RuntimeError("Backward hook for Modules where no input requires "
                                        "gradient should always return None or None for all "
                                        "gradients.")
-        # the hooks see None for an output no gradient reached; the graph gets zeros (as in
-        # PyTorch, whose hook node materializes them: what feeds that output gets zero grads)
-        return tuple(grads[slot] if grads[slot] is not None else
-                     zeros(shape, dtype=dtype, device=device)
-                     for slot, (shape, dtype, device) in zip(self.output_slots,
-                                                             self.output_meta))
+        # the hooks, and what made that output, get None for an output no gradient reached
+        return tuple(grads[slot] for slot in self.output_slots)
 
     def _on_input_grads(self, grads):
-        if self.grad_outputs is None:   # the gradient did not flow through the outputs
+        # the inputs no gradient reached get zeros (the hooks see them too), as in PyTorch
+        grads = tuple(g if g is not None else zeros(shape, dtype=dtype, device=device)
+                      for g, (shape, dtype, device) in zip(grads, self.input_meta))
+        if self.grad_outputs is None or not self.user_hooks:
+            self.grad_outputs = None
             return grads
         full = [None] * self.n_inputs
         for pos, g in zip(self.input_positions, grads):

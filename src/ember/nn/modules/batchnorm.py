@@ -101,8 +101,8 @@ class _BatchNorm(_NormBase):
 
 def _batch_norm_class(name, ranks, text):
     def check(self, input):
-        if input.ndim not in ranks:
-            raise ValueError(f"expected {text} input (got {input.ndim}D input)")
+        if input.dim() not in ranks:    # (dim(): what a non-tensor's AttributeError names)
+            raise ValueError(f"expected {text} input (got {input.dim()}D input)")
     doc = f"Batch normalization over a {text} input (dim 1 holds the channels)."
     return type(name, (_BatchNorm,), {"_check_input_dim": check, "__doc__": doc,
                                       "__module__": __name__})
@@ -126,8 +126,8 @@ class SyncBatchNorm(_BatchNorm):
         self.process_group = process_group
 
     def _check_input_dim(self, input):
-        if input.ndim < 2:
-            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):

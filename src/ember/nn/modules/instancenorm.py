@@ -20,7 +20,7 @@ class _InstanceNorm(_NormBase):
 
     def forward(self, input):
         r = self._rank
-        if input.ndim not in (r, r + 1):
+        if input.dim() not in (r, r + 1):
             raise ValueError(f"expected {r}D or {r + 1}D input (got {input.ndim}D input)")
         feature_dim = input.ndim - r
         if input.shape[feature_dim] != self.num_features:
