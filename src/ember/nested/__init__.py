@@ -177,11 +177,11 @@ class NestedTensor:
         if not -ndim <= dim < ndim:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
                              f"{ndim - 1}], but got {dim})")
-        dim = dim % ndim
-        if dim == 0:
+        d = dim % ndim
+        if d == 0:
             return len(self._components)
-        sizes = {t.shape[dim - 1] for t in self._components}
-        if len(sizes) != 1:
+        sizes = {t.shape[d - 1] for t in self._components}
+        if len(sizes) != 1:     # (named as given)
             raise RuntimeError(f"Given dimension {dim} is irregular and does not have a size.")
         return sizes.pop()
 

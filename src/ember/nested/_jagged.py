@@ -14,13 +14,15 @@ ragged (summed) dim first whatever it is.
 """
 
 import itertools
+import math
 import weakref
 
 from ember._shape import Size
 from ember._tensor import Tensor
 from ember._values_backed import NO_STORAGE, ValuesBacked, blank
 
-__all__ = ["JaggedTensor", "NestedInt", "jagged", "nested_int_of", "components"]
+__all__ = ["JaggedTensor", "NestedInt", "jagged", "nested_int_of", "components",
+           "same_raggedness"]
 
 _COUNTER = itertools.count(1)
 _NESTED_INTS = {}          # id of an offsets tensor -> (a weak reference to it, its NestedInt)
@@ -65,8 +67,10 @@ class JaggedTensor(ValuesBacked, Tensor):
         return layout
 
     def numel(self):
-        """The number of elements of all components."""
-        return self._v.numel()
+        """The number of elements of all components (not of the holes between them)."""
+        if self._lengths is None:
+            return self._v.numel()
+        return int(self._lengths.sum()) * math.prod(self._v.shape[1:])
 
     nelement = numel
 
@@ -115,7 +119,9 @@ class JaggedTensor(ValuesBacked, Tensor):
         """The components, as a tuple (views of the values)."""
         if dim != 0:
             raise RuntimeError("unbind(): only supported for NestedTensor on dim=0")
-        return tuple(components(self))
+        from ember.ops._recording import rename_node
+        return tuple(rename_node(part, "UnbindBackwardAutogradNestedTensor0")
+                     for part in components(self))
 
     def to_padded_tensor(self, padding, output_size=None):
         """A dense tensor: the components padded with ``padding`` along the ragged dim."""
@@ -257,7 +263,8 @@ def jagged(values, offsets, lengths=None, ragged_idx=1, min_seqlen=None, max_seq
     t._min_seqlen = min_seqlen
     t._max_seqlen = max_seqlen
     inner = list(values.shape[1:])
-    inner.insert(ragged_idx - 1, nested_int_of(offsets))
+    # (one with holes is as ragged as its lengths: PyTorch keys its size on them)
+    inner.insert(ragged_idx - 1, nested_int_of(offsets if lengths is None else lengths))
     size = [offsets.shape[0] - 1] + inner
     t._size = tuple.__new__(Size, size)
     return t
@@ -268,6 +275,13 @@ def rebuild_jagged(values, offsets, lengths, ragged_idx, min_seqlen, max_seqlen,
     """A jagged tensor from its pickled parts (a leaf that requires grad when it was one)."""
     out = jagged(values, offsets, lengths, ragged_idx, min_seqlen, max_seqlen)
     return out._set_requires_grad() if requires_grad else out
+
+
+def same_raggedness(a, b):
+    """Whether two jagged tensors share their ragged dim and its size (offsets, or lengths
+    for ones with holes): those alone combine elementwise."""
+    r = a._ragged_idx
+    return b._ragged_idx == r and a._size[r] is b._size[r]
 
 
 def component_bounds(nt):

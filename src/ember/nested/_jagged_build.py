@@ -77,7 +77,14 @@ def narrow(tensor, dim, start, length):
                        for x in (start, length))
     row_starts = ember.arange(batch, device=tensor.device) * rows + starts
     offsets = ember.cat([row_starts, row_starts[-1:] + lengths[-1:]])
-    return jagged(tensor.flatten(0, 1), offsets, lengths)
+    values = tensor.flatten(0, 1)
+    seqlens = (int(lengths.min()), int(lengths.max())) if batch else (None, None)
+    if bool((offsets[1:-1] == row_starts[:-1] + lengths[:-1]).all()):
+        # each part ends where the next begins: PyTorch's result is contiguous, without
+        # holes, its values the rows from the first start to the last end
+        first, last = int(offsets[0]), int(offsets[-1])
+        return jagged(values[first:last], offsets - first, None, 1, *seqlens)
+    return jagged(values, offsets, lengths, 1, *seqlens)
 
 
 def masked_select(tensor, mask):

@@ -6,7 +6,7 @@ run with ember ops on the values (or the components). Views are in _jagged_views
 import ember
 from ember._tensor import Tensor, _wrap_dim
 from ember._values_backed import op_name, registrar
-from ember.nested._jagged import JaggedTensor, components, jagged
+from ember.nested._jagged import JaggedTensor, components, jagged, same_raggedness
 
 __all__ = ["dispatch", "to_padded", "from_components"]
 
@@ -27,7 +27,51 @@ def dispatch(func, args, kwargs):
         if name in ("__get__", "__set__"):      # a mode's property access
             return func(*args, **kwargs)
         raise NotImplementedError(_unsupported(name))
-    return handler(*args, **kwargs)
+    out = handler(*args, **kwargs)
+    node = _NODE_NAMES.get(name)
+    if node is not None:
+        _name_nodes(out, node(args, kwargs) if callable(node) else node, args)
+    return out
+
+
+def _dim_given(args, kwargs):
+    return len(args) > 1 and args[1] is not None or kwargs.get("dim") is not None
+
+
+# PyTorch's names for the backward nodes of the ops that its jagged tensors run with their own
+# autograd formulas (or as one composite op), where ember's ops on the values name others
+_VIEW_NODE = "ViewBackwardAutogradNestedTensor0"
+_NODE_NAMES = {
+    "view": _VIEW_NODE, "reshape": _VIEW_NODE, "unflatten": _VIEW_NODE, "flatten": _VIEW_NODE,
+    "squeeze": "SqueezeBackwardAutogradNestedTensor0",
+    "split_with_sizes": "SplitWithSizesBackwardAutogradNestedTensor0",
+    "split": lambda args, kwargs: "SplitWithSizesBackwardAutogradNestedTensor0" if isinstance(
+        args[1] if len(args) > 1 else kwargs.get("split_size_or_sections",
+                                                 kwargs.get("split_size")),
+        (list, tuple)) else None,
+    "chunk": "ChunkBackwardAutogradNestedTensor0",
+    "select": "SelectBackwardAutogradNestedTensor0",
+    "sum": lambda args, kwargs: f"SumBackwardAutogradNestedTensor{int(_dim_given(args, kwargs))}",
+    "mean": lambda args, kwargs: "MeanBackward1" if _dim_given(args, kwargs) else
+    "MeanBackwardAutogradNestedTensor0",
+    "amax": "AmaxBackward0", "amin": "AminBackward0", "softmax": "SoftmaxBackward0",
+    # (PyTorch's attention of jagged tensors ends by transposing its result back)
+    "scaled_dot_product_attention": "TransposeBackward0",
+    "nn.functional.scaled_dot_product_attention": "TransposeBackward0",
+    "linear": "LinearBackward0", "nn.functional.linear": "LinearBackward0",
+    "matmul": "MatmulBackward0", "bmm": "BmmBackward0"}
+
+
+def _name_nodes(out, name, args):
+    """Rename the backward nodes the op made for ``out`` (not those of its inputs it returns)."""
+    from ember.ops._recording import rename_node
+    if name is None:
+        return
+    seen = {id(a._v._grad_fn) for a in args if isinstance(a, JaggedTensor)}
+    for t in out if isinstance(out, (tuple, list)) else (out,):
+        t = t._v if isinstance(t, JaggedTensor) else t
+        if isinstance(t, Tensor) and t._grad_fn is not None and id(t._grad_fn) not in seen:
+            rename_node(t, name)
 
 
 # the ATen overloads PyTorch names for the ops its jagged tensors lack, where they are not
@@ -84,9 +128,13 @@ def _shape_text(t, both_jagged):
     return "(" + ", ".join(map(str, t.shape)) + ")" if both_jagged else repr(t.shape)
 
 
-def _dense_on_values(nt, dense, name):
-    """``dense`` (an operand of an elementwise op with ``nt``) shaped to the values: it may
-    align with the dims after the ragged one (size 1 along it), or have all of nt's dims."""
+def _dense_on_values(nt, dense, name, first=False):
+    """``dense`` (an operand of an elementwise op with ``nt``, before it when ``first``) shaped
+    to the values: it may align with the dims after the ragged one (size 1 along it), or have
+    all of nt's dims."""
+    def mismatch():
+        _mismatch(name, *((dense, nt) if first else (nt, dense)))
+
     if not isinstance(dense, Tensor) or dense.dim() == 0:
         return dense
     if dense.dim() > nt.dim():
@@ -99,12 +147,15 @@ def _dense_on_values(nt, dense, name):
         return dense
     if lead == 1:
         if dense.shape[0] != 1:         # (the ragged dim)
-            _mismatch(name, nt, dense)
+            mismatch()
         return dense.squeeze(0)
     # as many dims as nt: one row per batch element (or one for all), and along the ragged
-    # dim one entry for all or the entries of a padded batch (a component takes its first ones)
-    if dense.shape[0] not in (1, nt.shape[0]) or nt._lengths is not None:
-        _mismatch(name, nt, dense)
+    # dim one entry for all or the entries of a padded batch (a component takes its first ones;
+    # PyTorch wants a padded batch of them all)
+    if (dense.shape[0], dense.shape[1]) == (1, 1):
+        return dense.squeeze(0)
+    if dense.shape[0] != nt.shape[0] or nt._lengths is not None:
+        mismatch()
     lengths = nt._offsets.diff().long()
     padded = dense.expand(nt.shape[0], padded_length(nt), *dense.shape[2:])
     batch = ember.repeat_interleave(ember.arange(nt.shape[0], device=nt.device), lengths)
@@ -115,11 +166,12 @@ def _dense_on_values(nt, dense, name):
 # the aten overload PyTorch names in the message (``.Tensor`` for the ops not listed)
 _OVERLOAD = dict.fromkeys(("maximum", "minimum", "fmax", "fmin", "atan2", "hypot", "logaddexp",
                            "logaddexp2", "logical_and", "logical_or", "logical_xor",
-                           "nextafter", "heaviside"), "default") | {"masked_fill": "Scalar"}
+                           "nextafter", "heaviside"), "default") | {"masked_fill": "Scalar",
+                                                                      "pow": "Tensor_Tensor"}
 
 
 def _mismatch(name, a, b):
-    both = isinstance(b, JaggedTensor)      # (PyTorch words the two cases so)
+    both = isinstance(a, JaggedTensor) and isinstance(b, JaggedTensor)  # (worded apart)
     overload = _OVERLOAD.get(name, "Tensor")
     raise RuntimeError(f"cannot call binary pointwise function {name}.{overload} with inputs of "
                        f"shapes {_shape_text(a, both)} and {_shape_text(b, both)}")
@@ -130,10 +182,19 @@ def _elementwise(func, name):
         nts = [a for a in args if isinstance(a, JaggedTensor)]
         first = nts[0]
         for other in nts[1:]:
-            if other._offsets is not first._offsets or other._ragged_idx != first._ragged_idx:
+            if not same_raggedness(other, first) and name == "where":
+                at = next(i for i, a in enumerate(args) if a is other)
+                r = first._ragged_idx
+                raise RuntimeError(
+                    f"Attempting to broadcast a dimension of length {other.shape[r]} at "
+                    f"{r - first.dim()}! Mismatching argument at index {at} had "
+                    f"{other.shape!r}; but expected shape should be broadcastable to "
+                    f"{list(first.shape)}")
+            if not same_raggedness(other, first):
                 _mismatch(name, first, other)
-        operands = [a._v if isinstance(a, JaggedTensor) else _dense_on_values(first, a, name)
-                    for a in args]
+        at = next(i for i, a in enumerate(args) if a is first)
+        operands = [a._v if isinstance(a, JaggedTensor) else
+                    _dense_on_values(first, a, name, i < at) for i, a in enumerate(args)]
         out = func(*operands, **kwargs)
         if isinstance(out, Tensor) and out is operands[0] and isinstance(args[0], JaggedTensor):
             return args[0]                                  # in place
@@ -167,9 +228,14 @@ def _dropout(input, p=0.5, training=True, inplace=False):
     if not isinstance(input, JaggedTensor):
         raise NotImplementedError("ember.nested: dropout takes a jagged tensor as argument 0 "
                                   "only")
+    _check_no_holes("native_dropout_default(self: jt, float: any, train: any?)", "self", input)
     if inplace and training and 0 < p < 1:
         raise NotImplementedError("aten.bernoulli_.float")
     out = ember.nn.functional.dropout(input._v, p, training, inplace)
+    if out is input._v and not inplace:
+        # (PyTorch's jagged dropout is always native_dropout: a copy, on the graph)
+        from ember.ops._recording import rename_node
+        out = rename_node(input._v.clone(), "NativeDropoutBackward0")
     return input if out is input._v else input._with_values(out)
 
 
@@ -201,6 +267,12 @@ def _cat(tensors, dim=0, **kwargs):
 
 # ----- products --------------------------------------------------------------------------
 
+def _check_no_holes(signature, arg, nt):
+    if nt._lengths is not None:
+        raise ValueError(f"NestedTensor {signature}: expected {arg} to be a contiguous jagged "
+                         f"layout NestedTensor")
+
+
 def _last_dim_dense(nt, what):
     if nt._ragged_idx == nt.dim() - 1:
         raise RuntimeError(f"{what}: the last dim of a jagged input must not be the ragged one")
@@ -208,21 +280,33 @@ def _last_dim_dense(nt, what):
 
 @_handles("linear", "nn.functional.linear")
 def _linear(input, weight, bias=None):
+    _check_no_holes("linear_default(input: jt, weight: t, bias: t?)", "input", input)
+    if input._ragged_idx == input.dim() - 1 and input._v.shape[-1] != weight.shape[-1]:
+        # (PyTorch multiplies the values and says they do not fit; where they happen to fit
+        # its result is no jagged tensor's, so ember refuses below)
+        ember.nn.functional.linear(input._v, weight, bias)
     _last_dim_dense(input, "linear")
     return input._with_values(ember.nn.functional.linear(input._v, weight, bias))
 
 
 @_handles("bmm")
 def _bmm(input, other):
-    if not isinstance(input, JaggedTensor) or isinstance(other, JaggedTensor) or \
-            input.dim() != 3:
+    if not isinstance(input, JaggedTensor):
         raise NotImplementedError("ember.nested: bmm supports a 3-D jagged tensor times a "
                                   "3-D dense tensor only")
+    if input.dim() != 3:
+        raise ValueError("bmm(): input must be 3D")
+    if isinstance(other, JaggedTensor):
+        _matmul_refused(input, other)
     if other.dim() != 3:
         raise ValueError("bmm(): mat2 must be 3D")
     if other.shape[0] != input.shape[0]:
         raise RuntimeError(f"The size of tensor a ({input.shape[0]}) must match the size of "
                            f"tensor b ({other.shape[0]}) at non-singleton dimension 0")
+    if input._ragged_idx == 1 and other.shape[1] != input.shape[2]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{input.shape[0]}, {input.shape[2]}] but got: "
+                           f"[{other.shape[0]}, {other.shape[1]}].")
     return _batched_matmul(input, other)
 
 
@@ -236,8 +320,8 @@ def _batched_matmul(input, other):
 def _same_structure_batch(input, other):
     """Whether two jagged tensors multiply as batches of matrices (same offsets and ragged
     dim, which lies before the two matrix dims)."""
-    return (isinstance(other, JaggedTensor) and other._offsets is input._offsets
-            and other._ragged_idx == input._ragged_idx == 1 and other.dim() == input.dim()
+    return (isinstance(other, JaggedTensor) and same_raggedness(other, input)
+            and input._ragged_idx == 1 and other.dim() == input.dim()
             and input.dim() > 3)
 
 
@@ -248,16 +332,23 @@ def _matmul(input, other):
                                   "left only")
     if _same_structure_batch(input, other):
         return input._with_values(ember.matmul(input._v, other._v))
-    if not isinstance(other, JaggedTensor) and other.dim() == 2:
-        _last_dim_dense(input, "matmul")
+    ragged_last = input._ragged_idx == input.dim() - 1
+    if not isinstance(other, JaggedTensor) and other.dim() == 2 and not ragged_last:
         return input._with_values(ember.matmul(input._v, other))
     if not isinstance(other, JaggedTensor) and other.dim() == input.dim() == 3:
         return _batched_matmul(input, other)
+    _matmul_refused(input, other)
+
+
+def _matmul_refused(input, other):
     raise RuntimeError(f"matmul(): not supported between inputs of shapes "
                        f"{_shape_text(input, True)} and {other.shape!r}")
 
 
 def _check_norm_dims(name, input, normalized_shape):
+    if name == "layer_norm" and input.dim() <= 2:
+        raise RuntimeError("layer_norm(): not supported for NestedTensor objects with 2 or "
+                           "fewer dimensions")
     if len(normalized_shape) < input.dim() - input._ragged_idx:
         return
     if name == "rms_norm":              # (PyTorch's two functions word it apart)
@@ -312,6 +403,8 @@ def _reduce(name, input, dim, keepdim, dtype):
     r = input._ragged_idx
     extra = {} if dtype is None else {"dtype": dtype}
     if dims is None or dims == list(range(input.dim())):
+        if dims is not None:
+            _check_ragged_reduce(name, input)
         values = _contiguous_values(input, name)
         out = reduce(values, **extra)
         return out.reshape((1,) * input.dim()) if keepdim else out
@@ -320,7 +413,8 @@ def _reduce(name, input, dim, keepdim, dtype):
                            f"dimension is not supported for nested tensors")
     if 0 in dims:                       # batch and ragged: over the values' first dim
         rest = [d - 1 for d in dims if d not in (0, r)]
-        out = reduce(_contiguous_values(input, name), [0] + rest, keepdim=keepdim, **extra)
+        _check_ragged_reduce(name, input)
+        out = reduce(input._v, [0] + rest, keepdim=keepdim, **extra)
         return out.movedim(0, r - 1).unsqueeze(0) if keepdim else out
     if r in dims:
         if len(dims) > 1:
@@ -411,6 +505,12 @@ def _softmax_like(name):
         if d == 0:
             raise RuntimeError(f"{name}(): not supported when reducing across the batch "
                                f"dimension for NestedTensor")
+        if d == r and name == "log_softmax":
+            raise RuntimeError("log_softmax(): not supported when reducing along the ragged "
+                               "dimension for NestedTensor")
+        if d == r and input._lengths is not None:
+            raise RuntimeError(f"{name}(): not supported where lengths is not None if reducing "
+                               f"across the ragged dimension for NestedTensor")
         if d == r:
             return from_components([fn(p, r - 1, dtype=dtype) for p in components(input)],
                                    r, like=input)
@@ -426,12 +526,15 @@ HANDLERS["log_softmax"] = _softmax_like("log_softmax")
 def _transpose(input, dim0, dim1):
     d0, d1 = sorted((_wrap_dim(dim0, input.dim()), _wrap_dim(dim1, input.dim())))
     r = input._ragged_idx
+    if d0 == 0 and d1 != r:
+        raise RuntimeError("transpose(): not supported for NestedTensor on dim=0")
     if d0 == 0:
         raise ValueError("Transpose is not supported on the batch dimension for jagged NT")
-    if d0 == d1:
-        return input
-    if r in (d0, d1):                   # the ragged dim moves: the values keep it first
-        return input._with_values(input._v, d1 if r == d0 else d0)
+    if r in (d0, d1):                   # the ragged dim moves (or stays): the values keep it
+        from ember.ops._recording import rename_node
+        from ember.ops.conversion import _alias
+        return input._with_values(rename_node(_alias(input._v), "TransposeBackward0"),
+                                  r if d0 == d1 else d1 if r == d0 else d0)
     v0, v1 = (d - 1 if d > r else d for d in (d0, d1))
     return input._with_values(input._v.transpose(v0, v1))
 
@@ -442,6 +545,11 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     if attn_mask is not None:
         raise NotImplementedError("ember.nested: scaled_dot_product_attention of jagged "
                                   "tensors takes no attn_mask")
+    if is_causal or any(t._lengths is not None for t in (query, key, value)
+                        if isinstance(t, JaggedTensor)):
+        # (PyTorch's math fallback for jagged inputs takes neither; its fused kernels are
+        # not on the CPU)
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found.")
     sdpa = ember.nn.functional.scaled_dot_product_attention
     parts = [sdpa(q, k, v, None, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
              for q, k, v in zip(*(components(t) for t in (query, key, value)))]
@@ -472,5 +580,6 @@ def to_padded(nt, padding, output_size=None):
         part = part.narrow(r - 1, 0, min(target, part.shape[r - 1]))
         pad = [0, 0] * (part.dim() - r) + [0, target - part.shape[r - 1]]
         padded.append(ember.nn.functional.pad(part, pad, value=padding))
-    return ember.stack(padded)
+    from ember.ops._recording import rename_node
+    return rename_node(ember.stack(padded), "ToPaddedTensorBackward0")
 

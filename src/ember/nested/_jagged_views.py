@@ -7,7 +7,7 @@ import re
 
 import ember
 from ember._tensor import Tensor, _wrap_dim
-from ember.nested._jagged import JaggedTensor, components
+from ember.nested._jagged import JaggedTensor, components, same_raggedness
 from ember.nested._jagged_ops import HANDLERS, _handles, _shape_text
 
 __all__ = ["getitem"]
@@ -81,13 +81,16 @@ _SPLIT_SIGNATURES = {
 
 def _split_like(name):
     def run(input, *args, **kwargs):         # (the registry passes parameters by name)
-        _check_contiguous(_SPLIT_SIGNATURES[name], input)
         dim = args[1] if len(args) > 1 else kwargs.pop("dim", 0)
         size_or_sections = args[0] if args else next(iter(kwargs.values()))
+        # (PyTorch's split of a list of sizes is its split_with_sizes, and says so)
+        label = "split_with_sizes" if name == "split" and isinstance(
+            size_or_sections, (list, tuple)) else name
+        _check_contiguous(_SPLIT_SIGNATURES[label], input)
         d = _wrap_dim(dim, input.dim())
         if name == "chunk" and d == 0 and input._lengths is None:
             return _chunk_batch(input, size_or_sections)
-        _check_dense_dim(name, input, d)
+        _check_dense_dim(label, input, d)
         parts = getattr(input._v, name)(size_or_sections, _values_dim(input, d))
         return tuple(input._with_values(p) for p in parts)
     return run
@@ -177,6 +180,17 @@ HANDLERS["view"] = _view_like("view")
 HANDLERS["reshape"] = _view_like("reshape")
 
 
+@_handles("unflatten")
+def _unflatten(input, dim, sizes):
+    """PyTorch's: a view whose dim ``dim`` is split into ``sizes`` (-1 inferred in a dense
+    dim, as a dense tensor's unflatten infers and checks it)."""
+    d = _wrap_dim(dim, input.dim())
+    sizes = list(sizes)
+    if d not in (0, input._ragged_idx):
+        sizes = list(ember.empty([1] * d + [input.shape[d]]).unflatten(d, sizes).shape[d:])
+    return HANDLERS["view"](input, list(input.shape[:d]) + sizes + list(input.shape[d + 1:]))
+
+
 @_handles("expand")
 def _expand(input, size, implicit=False):
     if input._ragged_idx != 1 or not _sizes_fit(input, size):
@@ -224,8 +238,7 @@ def _flatten(input, start_dim=0, end_dim=-1):
 @_handles("stack")
 def _stack(tensors, dim=0):
     first = tensors[0]
-    if not all(isinstance(t, JaggedTensor) and t._offsets is first._offsets and
-               t._ragged_idx == first._ragged_idx for t in tensors):
+    if not all(isinstance(t, JaggedTensor) and same_raggedness(t, first) for t in tensors):
         raise RuntimeError("stack(): expected all nested tensors to have the same nested "
                            "structure")
     d = _wrap_dim(dim, first.dim() + 1)

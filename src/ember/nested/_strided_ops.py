@@ -329,7 +329,7 @@ def _linear(func, nt, weight, bias=None):
     if nt.dim() != 3 or weight.dim() != 2:
         raise RuntimeError(f"Linear requires nested_tensor.dim == 3 and dense_matrix.dim == 2. "
                            f"Nested tensor dim: {nt.dim()}. Dense tensor dim: {weight.dim()}")
-    last = nt.size(-1)
+    last = _last_size(nt)
     if last != weight.shape[1]:
         raise RuntimeError(f"Shape mismatch for NestedTensor Linear: Expected input's (a nested "
                            f"tensor) 'last_dim' to equal 'weight.size(1), but got: last_dim = "
@@ -341,8 +341,28 @@ def _long_text(values):
     return "\n ".join(map(str, values)) + f"\n[ torch.LongTensor{{{len(values)}}} ]"
 
 
+def _dense_projection(nt, other):
+    """Whether ``nt @ other`` is PyTorch's product of a 4-D nested tensor, regular but in
+    its first component dim, and a dense matrix that fits its last dim."""
+    parts = nt._components
+    return (isinstance(other, Tensor) and nt.dim() == 4 and other.dim() == 2 and bool(parts)
+            and all(t.shape[1:] == parts[0].shape[1:] for t in parts)
+            and parts[0].shape[-1] == other.shape[0])
+
+
+def _last_size(nt):
+    """The size of ``nt``'s last dim, which all its components must share."""
+    sizes = [t.shape[-1] for t in nt._components]
+    if len(set(sizes)) > 1:
+        raise RuntimeError(f"Expected all tensors in nested tensor to have the same trailing "
+                           f"dimension, instead last dimension equals:  {_long_text(sizes)}")
+    return nt.size(-1)
+
+
 @_handles("matmul")
 def _matmul(func, a, b):
+    if _is_nested(a) and _dense_projection(a, b):     # (PyTorch's one nested-dense case)
+        return wrap([func(t, b) for t in a._components], node="MatmulBackward0")
     if not (_is_nested(a) and _is_nested(b)):
         raise RuntimeError(f"Expected both to be nested, but got a "
                            f"{'' if _is_nested(a) else 'non-'}nested self and "
@@ -445,6 +465,10 @@ def _layer_norm(func, nt, normalized_shape, weight=None, bias=None, eps=1e-5):
     if k >= nt.dim() or len({tuple(t.shape[-k:]) for t in nt._components}) > 1:
         raise RuntimeError("normalized_shape extends into irregular dimensions for the nested "
                            "tensor")
+    for i, (want, have) in enumerate(zip(shape, nt._components[0].shape[-k:])):
+        if want != have:
+            raise RuntimeError(f"The shape at dimension {i}of normalized_shape doesn't match "
+                               f"the input")
     return each(nt, lambda t: func(t, shape, weight, bias, eps))
 
 
@@ -556,7 +580,32 @@ def _squeeze(func, nt, dim=None):
         raise RuntimeError("squeeze(): For nested tensors, squeezing dimension 0 is not "
                            "supported at the moment if you need this feature, please open an "
                            "issue on github describing your use case.")
-    return each(nt, lambda t: t.squeeze(dim - 1), node="SqueezeBackwardAutogradNestedTensor0")
+    # (a dim of size 1 in some components only is no dim of size 1: all keep it)
+    ones = all(t.shape[dim - 1] == 1 for t in nt._components)
+    return each(nt, lambda t: t.squeeze(dim - 1) if ones else t.view(t.shape),
+                node="SqueezeBackwardAutogradNestedTensor0")
+
+
+@_handles("flatten")
+def _flatten(func, nt, start_dim=0, end_dim=-1):
+    start, end = _dim(nt, start_dim), _dim(nt, end_dim)
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if start == end:        # (PyTorch's flatten of one dim is the input itself)
+        return nt
+    raise RuntimeError(NO_SIZES)
+
+
+@_handles("unflatten")
+def _unflatten(func, nt, dim, sizes):
+    # (PyTorch's checks the sizes against the dim's, then cannot view a nested tensor)
+    d = _dim(nt, dim)
+    try:
+        n = nt.size(d)
+    except RuntimeError as e:
+        raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
+    ember.empty([1] * d + [n]).unflatten(d, sizes)
+    raise RuntimeError(NO_SIZES)
 
 
 @_handles("chunk")
@@ -567,7 +616,7 @@ def _chunk(func, nt, chunks, dim=0):
                            "dimension.")
     if not nt._components:
         raise IndexError("Dimension specified as 1 but tensor has no dimensions")
-    size = nt.size(d)
+    size = _last_size(nt)
     if size % chunks:
         raise RuntimeError(f"Chunk for nested tensors is only supported for nested tensors with "
                            f"trailing dimension divisible by chunks, got: {size} % {chunks} != 0")
@@ -581,7 +630,7 @@ def split_with_sizes(nt, split_sizes, dim=0):
     if d != nt.dim() - 1:
         raise RuntimeError("split_with_sizes for nested tensors is currently only supported for "
                            "the last dimension.")
-    size = nt.size(d)
+    size = _last_size(nt)
     if sum(split_sizes) != size:
         raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input "
                            f"tensor's size at dimension {d}), but got split_sizes="
@@ -661,6 +710,9 @@ def _cat(func, tensors, dim=0):
     d = _dim(tensors[0], dim)
     if d == 0:
         return wrap([c.clone() for t in tensors for c in t._components])   # (a new buffer)
+    if any(c.shape[1:] != t._components[0].shape[1:] for t in tensors for c in t._components):
+        raise RuntimeError("cat(): only nested tensors with a single ragged dim next to the "
+                           "batch dim are supported")
     return wrap([func(list(parts), d - 1) for parts in zip(*(t._components for t in tensors))])
 
 
