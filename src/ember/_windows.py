@@ -15,70 +15,99 @@ import numpy as np
 from ember import _dtype as D
 from ember._api import strided
 from ember._creation import _dtype_arg, _finish, _place, _target, check_requires_grad
+from ember._tensor import Tensor
 
 __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
            "kaiser_window"]
 
 _MISSING = object()
-_FACTORY_KEYWORDS = ("*, ember.dtype dtype = None, ember.layout layout = None, ember.device "
-                     "device = None, bool pin_memory = False, bool requires_grad = False")
 
 
-def _options(dtype, device, sparse=False):
-    """PyTorch's printout of the TensorOptions a window function was given."""
+def _options(fname, dtype, device, layout):
+    """PyTorch's printout of the TensorOptions a window function was given (its entry
+    points other than hann_window's fill in the default dtype before checking it)."""
     from ember.ops.indexing import CTYPE
-    name = f"{CTYPE[D.get_default_dtype()]} (default)" if dtype is None else CTYPE.get(
-        dtype, dtype._torch_name)
-    layout = "Sparse" if sparse else "Strided (default)"
+    name = CTYPE[D.get_default_dtype()] + (" (default)" if fname == "hann_window" else "") \
+        if dtype is None else CTYPE.get(dtype, dtype._torch_name)
+    layout = "Strided (default)" if layout is None else \
+        "Strided" if layout is strided else "Sparse"
     return (f"TensorOptions(dtype={name}, device={device}, layout={layout}, requires_grad=false "
             f"(default), pinned_memory=false, memory_format=(nullopt))")
 
 
-def _overload_error(name, extras, names, values):
-    """PyTorch's TypeError for arguments no overload of ``name`` takes: ``extras`` are the
-    overloads' parameters after window_length, ``values`` those given (``_MISSING`` if not);
-    after a missing one, the others can only have been given by keyword."""
-    got, chained = ["int"], True
-    for arg, value in zip(names, values):
-        if value is _MISSING:
-            chained = False
-        else:
-            kind = "NoneType" if value is None else type(value).__name__
-            got.append(kind if chained else f"{arg}={kind}")
-    listed = "".join(f" * (int window_length, {p + ', ' if p else ''}{_FACTORY_KEYWORDS})\n"
-                     for p in extras)
-    return TypeError(f"{name}() received an invalid combination of arguments - got "
-                     f"({', '.join(got)}), but expected one of:\n{listed}")
-
-
-def _check_periodic(name, periodic):
-    if not isinstance(periodic, bool):
-        raise _overload_error(name, ("", "bool periodic"), ("periodic",), (periodic,))
+def _is_int(value):
+    if isinstance(value, Tensor):       # a 0-dim integer tensor is an int to the parser
+        return value.ndim == 0 and value.dtype.category == D.INTEGRAL
+    return not isinstance(value, bool) and hasattr(type(value), "__index__")
 
 
 def _is_float(value):
-    return isinstance(value, (int, float))     # bool included, as PyTorch's parser takes it
+    # bools and 0-dim tensors of any dtype included, as PyTorch's parser takes them
+    return isinstance(value, (int, float)) or isinstance(value, Tensor) and value.ndim == 0
+
+
+def _float(value, default):
+    """A float parameter's value (``default`` when not given)."""
+    if value is _MISSING:
+        return default
+    if isinstance(value, Tensor):
+        value = value.item()
+        if isinstance(value, complex):
+            if value.imag:
+                raise RuntimeError("value cannot be converted to type double without overflow")
+            value = value.real
+    return float(value)
+
+
+_TAKES = {"int": _is_int, "bool": lambda v: isinstance(v, bool), "float": _is_float}
+
+
+def _parse(name, length, *params):
+    """PyTorch's parser's TypeError for a window call whose arguments no overload takes:
+    ``params`` are (name, value or ``_MISSING``, type) after window_length, in order; an
+    overload taking one needs those before it (see NOTE [Overloaded signatures in
+    TypeErrors]: the "invalid combination" listing, unless one overload takes as many
+    arguments, whose refusal of the first bad one is the message)."""
+    given = [("window_length", length, "int")] + list(params)
+    bad = next(((i, p, v, t) for i, (p, v, t) in enumerate(given)
+                if v is not _MISSING and not _TAKES[t](v)), None)
+    gap = next((p for i, (p, v, _) in enumerate(given)
+                if v is _MISSING and any(w is not _MISSING for _, w, _ in given[i + 1:])), None)
+    if bad is None and gap is None:
+        return
+    from ember.ops._call_site import call_site
+    from ember.ops._dims import type_name
+    from ember.ops._overloads import in_parser_words
+    site = call_site()
+    if site is None or site.keywords is None:
+        got = ", ".join(type_name(v) for _, v, _ in given if v is not _MISSING)
+        raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                        f"but expected one of:")
+    message = f"{name}() missing 1 required positional argument: '{gap}'"
+    if gap is None:
+        index, param, value, kind = bad
+        where = "" if site.passed_by_keyword(param) else f" (position {index + 1})"
+        message = f"{name}(): argument '{param}'{where} must be {kind}, not {type_name(value)}"
+    raise TypeError(in_parser_words(message))
+
+
+def _check_periodic(name, length, periodic):
+    _parse(name, length, ("periodic", periodic, "bool"))
 
 
 def _window(name, length, periodic, dtype, layout, device, requires_grad, values):
     """The checks every window function makes, then ``values(n, dtype)`` (a host array of
     the symmetric window of length n >= 2) made into a tensor."""
     check_requires_grad(requires_grad, name)
-    if isinstance(length, bool):
-        raise TypeError(f"{name}(): argument 'window_length' (position 1) must be int, not bool")
-    try:
-        length = operator.index(length)
-    except TypeError:
-        raise TypeError(f"{name}(): argument 'window_length' (position 1) must be int, not "
-                        f"{type(length).__name__}") from None
+    length = operator.index(length)
     _, dev = _target(device)
     dtype = _dtype_arg(name, dtype)
     if layout is not None and layout is not strided:
         raise RuntimeError(f"{name} is not implemented for sparse types, got: "
-                           f"{_options(dtype, dev, sparse=True)}")
+                           f"{_options(name, dtype, dev, layout)}")
     if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
         raise RuntimeError(f"{name} expects floating point dtypes, got: "
-                           f"{_options(dtype, dev)}")
+                           f"{_options(name, dtype, dev, layout)}")
     if length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got "
                            f"window_length={length}")
@@ -120,7 +149,7 @@ def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device
                 pin_memory=False, requires_grad=False):
     """The Hann window: 0.5 - 0.5 cos(2 pi k / (N - 1)) (periodic: N is one more than
     ``window_length``)."""
-    _check_periodic("hann_window", periodic)
+    _check_periodic("hann_window", window_length, periodic)
     return _window("hann_window", window_length, periodic, dtype, layout, device,
                    requires_grad, lambda n, step: _cosine_sum(n, step, 0.5, 0.5))
 
@@ -130,18 +159,10 @@ def hamming_window(window_length, periodic=_MISSING, alpha=_MISSING, beta=_MISSI
                    requires_grad=False):
     """The Hamming window: alpha - beta cos(2 pi k / (N - 1)), by default alpha = 0.54 and
     beta = 0.46 (periodic: N is one more than ``window_length``)."""
-    values = (periodic, alpha, beta)
-    # PyTorch's overloads: alpha needs periodic, beta needs alpha
-    if (periodic is not _MISSING and not isinstance(periodic, bool)) or \
-            any(v is not _MISSING and not _is_float(v) for v in (alpha, beta)) or \
-            (alpha is not _MISSING and periodic is _MISSING) or \
-            (beta is not _MISSING and alpha is _MISSING):
-        raise _overload_error("hamming_window", (
-            "", "bool periodic", "bool periodic, float alpha",
-            "bool periodic, float alpha, float beta"), ("periodic", "alpha", "beta"), values)
+    _parse("hamming_window", window_length, ("periodic", periodic, "bool"),
+           ("alpha", alpha, "float"), ("beta", beta, "float"))
     periodic = True if periodic is _MISSING else periodic
-    alpha = 0.54 if alpha is _MISSING else alpha
-    beta = 0.46 if beta is _MISSING else beta
+    alpha, beta = _float(alpha, 0.54), _float(beta, 0.46)
     return _window("hamming_window", window_length, periodic, dtype, layout, device,
                    requires_grad, lambda n, step: _cosine_sum(n, step, alpha, beta))
 
@@ -158,7 +179,7 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
                     pin_memory=False, requires_grad=False):
     """The Blackman window: 0.42 - 0.5 cos(2 pi k / (N - 1)) + 0.08 cos(4 pi k / (N - 1))
     (periodic: N is one more than ``window_length``)."""
-    _check_periodic("blackman_window", periodic)
+    _check_periodic("blackman_window", window_length, periodic)
     return _window("blackman_window", window_length, periodic, dtype, layout, device,
                    requires_grad, _blackman)
 
@@ -175,7 +196,7 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
                     pin_memory=False, requires_grad=False):
     """The Bartlett (triangular) window: 1 - |2k / (N - 1) - 1| (periodic: N is one more
     than ``window_length``)."""
-    _check_periodic("bartlett_window", periodic)
+    _check_periodic("bartlett_window", window_length, periodic)
     return _window("bartlett_window", window_length, periodic, dtype, layout, device,
                    requires_grad, _bartlett)
 
@@ -195,12 +216,9 @@ def kaiser_window(window_length, periodic=_MISSING, beta=_MISSING, *, dtype=None
                   device=None, pin_memory=False, requires_grad=False):
     """The Kaiser window: I0(beta sqrt(1 - (2k / (N - 1) - 1)^2)) / I0(beta), beta 12 by
     default (periodic: N is one more than ``window_length``)."""
-    if (periodic is not _MISSING and not isinstance(periodic, bool)) or \
-            (beta is not _MISSING and not _is_float(beta)) or \
-            (beta is not _MISSING and periodic is _MISSING):
-        raise _overload_error("kaiser_window", ("", "bool periodic", "bool periodic, float beta"),
-                              ("periodic", "beta"), (periodic, beta))
+    _parse("kaiser_window", window_length, ("periodic", periodic, "bool"),
+           ("beta", beta, "float"))
     periodic = True if periodic is _MISSING else periodic
-    beta = 12.0 if beta is _MISSING else float(beta)
+    beta = _float(beta, 12.0)
     return _window("kaiser_window", window_length, periodic, dtype, layout, device,
                    requires_grad, _kaiser(beta))

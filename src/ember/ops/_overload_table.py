@@ -470,6 +470,17 @@ FUNCTION_OVERLOADS = {
     ),
 }
 
+# the window functions: the window length, then each overload one more optional parameter
+_FACTORY = (", *, ember.dtype dtype = None, ember.layout layout = None, ember.device device = "
+            "None, bool pin_memory = False, bool requires_grad = False")
+for _name, _extras in (("bartlett_window", ()), ("blackman_window", ()), ("hann_window", ()),
+                       ("hamming_window", ("float alpha", "float beta")),
+                       ("kaiser_window", ("float beta",))):
+    _params = ("int window_length", "bool periodic") + _extras
+    FUNCTION_OVERLOADS[_name] = tuple(", ".join(_params[:n]) + _FACTORY
+                                      for n in range(1, len(_params) + 1))
+del _name, _extras, _params
+
 # the methods whose signatures are not the functions' (or that have no function)
 METHOD_OVERLOADS = {
     'nonzero': (

@@ -158,6 +158,10 @@ def _check_mode(x, pairs, mode, value):
 def pad(xp, x, pad, mode, value):
     """Pads ``input``: constant (negative pads crop), reflect, replicate or circular."""
     pairs = _pairs(pad, x.ndim)
+    if not isinstance(mode, str):       # (PyTorch's Python pad passes it on by position)
+        from ember.ops._dims import type_name
+        raise TypeError(f"pad(): argument 'mode' (position 3) must be str, not "
+                        f"{type_name(mode)}")
     if mode == "constant":
         value = 0 if value is None else float(float_arg(value, "pad", "value", 4))
         return _constant_like(xp, x, pairs, value)

@@ -116,6 +116,34 @@ def _per_example(aten, *operands):
     return repeating(0)
 
 
+# the native stft's signatures, which PyTorch's Python stft calls with every argument by position
+_STFT_FORMS = (
+    "Tensor input, int n_fft, int hop_length = None, int win_length = None, Tensor window = "
+    "None, bool center = True, str pad_mode = \"reflect\", bool normalized = False, bool "
+    "onesided = None, bool return_complex = None, bool align_to_window = None",
+    "Tensor input, int n_fft, int hop_length = None, int win_length = None, Tensor window = "
+    "None, bool normalized = False, bool onesided = None, bool return_complex = None, bool "
+    "align_to_window = None",
+)
+
+
+def _parse_stft(input, n_fft, hop_length, win_length, window, *flags):
+    """n_fft, hop_length and win_length as ints, or the native stft's "invalid combination"
+    TypeError when an argument has a type its signatures refuse."""
+    try:
+        ints = [_int(v, name, "stft", optional=name != "n_fft") for v, name in (
+            (n_fft, "n_fft"), (hop_length, "hop_length"), (win_length, "win_length"))]
+        fits = (window is None or isinstance(window, Tensor)) and isinstance(flags[0], bool) \
+            and all(f is None or isinstance(f, bool) for f in flags[1:])
+    except TypeError:
+        fits = False
+    if not fits:
+        from ember.ops._overloads import combination_error
+        raise combination_error("stft", (input, n_fft, hop_length, win_length, window, *flags),
+                                {}, _STFT_FORMS)
+    return ints
+
+
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
          pad_mode="reflect", normalized=False, onesided=None, return_complex=None,
          align_to_window=None):
@@ -131,21 +159,22 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
 def _stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized,
           onesided, return_complex, align_to_window):
     from ember.ops.padding import pad
-    n_fft = _int(n_fft, "n_fft", "stft", optional=False)
-    hop_length = _int(hop_length, "hop_length", "stft")
-    win_length = _int(win_length, "win_length", "stft")
     if center and align_to_window is not None:
         raise RuntimeError("stft align_to_window should only be set when center = false")
-    if center:
+    if center:      # (PyTorch's Python wrapper pads before its native stft parses n_fft)
         dims = input.ndim
-        half = n_fft // 2
+        half = int(n_fft // 2)
         input = pad(input.view([1] * (3 - dims) + list(input.shape)), [half, half], pad_mode)
         input = input.view(input.shape[-dims:])
+    n_fft, hop_length, win_length = _parse_stft(input, n_fft, hop_length, win_length, window,
+                                                normalized, onesided, return_complex,
+                                                align_to_window)
     hop_length = n_fft // 4 if hop_length is None else hop_length
     win_length = n_fft if win_length is None else win_length
     complex_window = window is not None and window.is_complex()
     if window is None:      # (before the return_complex check, which may raise)
         warn_once(_STFT_NO_WINDOW)
+    given_complex = return_complex
     if return_complex is None:
         if not (input.is_complex() or complex_window):
             raise RuntimeError(_NO_RETURN_COMPLEX)
@@ -155,7 +184,7 @@ def _stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normal
     prefix = (f"stft({_tensor_text(input)}[{_shape(input)}], n_fft={n_fft}, "
               f"hop_length={hop_length}, win_length={win_length}, window={_window_text(window)}, "
               f"normalized={int(normalized)}, onesided={_flag(onesided)}, "
-              f"return_complex={int(return_complex)}, align_to_window={_flag(align_to_window)})"
+              f"return_complex={_flag(given_complex)}, align_to_window={_flag(align_to_window)})"
               f" : ")
     if not (input.is_floating_point() or input.is_complex()):
         raise RuntimeError(prefix + "expected a tensor of floating point or complex values")
@@ -163,8 +192,8 @@ def _stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normal
         raise RuntimeError(prefix + "expected a 1D or 2D tensor")
     length = input.shape[-1]
     if n_fft <= 0 or n_fft > length:
-        shown = win_length if align_to_window else n_fft
-        raise RuntimeError(prefix + f"expected 0 < n_fft < {length}, but got n_fft={shown}")
+        # (PyTorch's message gives win_length as n_fft)
+        raise RuntimeError(prefix + f"expected 0 < n_fft < {length}, but got n_fft={win_length}")
     if hop_length <= 0:
         raise RuntimeError(prefix + f"expected hop_length > 0, but got hop_length={hop_length}")
     if not 0 < win_length <= n_fft:
@@ -246,6 +275,38 @@ def _check_istft(input, n_fft, hop_length, win_length, window, onesided, prefix)
     return onesided
 
 
+# the native istft's parameters after the input: (name, type, whether None is taken)
+_ISTFT_PARAMS = (("n_fft", "int", False), ("hop_length", "int", True),
+                 ("win_length", "int", True), ("window", "Tensor", True),
+                 ("center", "bool", False), ("normalized", "bool", False),
+                 ("onesided", "bool", True), ("length", "int", True),
+                 ("return_complex", "bool", False))
+
+
+def _parse_istft(*values):
+    """The native istft's parser: its TypeError for the first argument of a wrong type (by
+    position, unless passed by keyword); returns n_fft, hop_length, win_length and length."""
+    for index, ((name, kind, optional), value) in enumerate(zip(_ISTFT_PARAMS, values)):
+        if value is None and optional:
+            continue
+        if kind == "int":
+            try:
+                int_arg(value, "istft", name)
+                continue
+            except TypeError:
+                pass
+        elif isinstance(value, Tensor if kind == "Tensor" else bool):
+            continue
+        from ember.ops._call_site import call_site
+        from ember.ops._dims import type_name
+        site = call_site()
+        keyword = site is not None and site.kind == "function" and site.passed_by_keyword(name)
+        where = "" if keyword else f" (position {index + 2})"
+        raise TypeError(f"istft(): argument '{name}'{where} must be {kind}, not "
+                        f"{type_name(value)}")
+    return [None if v is None else int_arg(v, "istft", "") for v in (values[:3] + values[7:8])]
+
+
 def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
           normalized=False, onesided=None, length=None, return_complex=False):
     """The inverse of ``stft``: the signal (or batch of them) whose STFT is ``input``
@@ -262,10 +323,11 @@ def _istft(input, n_fft, hop_length, win_length, window, center, normalized, one
     from ember._creation import zeros
     from ember.ops import spectral
     from ember.ops.padding import constant_pad_nd
-    n_fft = _int(n_fft, "n_fft", "istft", optional=False)
-    hop_length = n_fft // 4 if hop_length is None else _int(hop_length, "hop_length", "istft")
-    win_length = n_fft if win_length is None else _int(win_length, "win_length", "istft")
-    length = _int(length, "length", "istft")
+    n_fft, hop_length, win_length, length = _parse_istft(
+        n_fft, hop_length, win_length, window, center, normalized, onesided, length,
+        return_complex)
+    hop_length = n_fft // 4 if hop_length is None else hop_length
+    win_length = n_fft if win_length is None else win_length
     if window is None:
         warn_once(_ISTFT_NO_WINDOW)
     if not input.is_complex():
@@ -335,8 +397,9 @@ def _stft_method(self, n_fft, hop_length=None, win_length=None, window=None, cen
 
 def _istft_method(self, n_fft, hop_length=None, win_length=None, window=None, center=True,
                   normalized=False, onesided=None, length=None, return_complex=False):
+    # as PyTorch's Python method calls it (its parser's messages tell)
     return istft(self, n_fft, hop_length, win_length, window, center, normalized, onesided,
-                 length, return_complex)
+                 length, return_complex=return_complex)
 
 
 for _fn, _name in ((stft, "stft"), (istft, "istft"), (_stft_method, "stft"),

@@ -71,7 +71,7 @@ class _Call:
         if isinstance(steps, bool) or not hasattr(type(steps), "__index__") or not (
                 flag is None or isinstance(flag, bool)):
             raise _linspace_error(kinds or (_kind(start), _kind(end)), steps, self.device,
-                                  "bool" if flag is None else type(flag).__name__)
+                                  type(flag).__name__)
         steps = steps.__index__()
         kind = self.dtype.np.type
         start, end = kind(start), kind(end)
@@ -217,10 +217,12 @@ def general_cosine(M, *, a, sym=True, dtype=None, layout=strided, device=None,
     if not a:
         raise ValueError("Coefficients cannot be empty")
     terms = [(-1) ** i * w for i, w in enumerate(a)]
-    if any(isinstance(w, complex) for w in terms):
-        raise TypeError("must be real number, not complex")
     constant = 2 * math.pi / (M if not sym else M - 1)
     k = call.linspace(0, (M - 1) * constant)
+    # then PyTorch's tensor() of the coefficients, whose parser refuses requires_grad=None
+    check_requires_grad(requires_grad, "tensor", none_ok=False)
+    if any(isinstance(w, complex) for w in terms):
+        raise TypeError("must be real number, not complex")
     total = None
     for i, w in enumerate(call.round(np.array(terms, np.float64))):
         term = call.round(w * call.round(np.cos(call.round(i * k))))
