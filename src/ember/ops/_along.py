@@ -83,7 +83,8 @@ def _offsets(xp, index_shape, shape, dim):
     ndim = len(index_shape)
     for d, n in enumerate(index_shape):
         if d != dim and n > 1:
-            term = xp.arange(0, n * strides[d], strides[d], dtype=np.int64).reshape(
+            # (a stride is 0 in an empty array: no arange with that step)
+            term = (xp.arange(n, dtype=np.int64) * strides[d]).reshape(
                 [n if k == d else 1 for k in range(ndim)])
             offsets = term if offsets is None else offsets + term
     return strides[dim], offsets

@@ -214,11 +214,11 @@ def _argument(arg):
     if arg is None:
         return "argument 'dim'"
     op, name, position = arg[:3]
-    if position is None:
-        return f"{op}(): argument '{name}'"
     kind = arg[3] if len(arg) > 3 else site and site.kind
     if kind == "inplace":
         op += "_"
+    if position is None:
+        return f"{op}(): argument '{name}'"
     if site is not None and site.passed_by_keyword(name):
         return f"{op}(): argument '{name}'"     # see NOTE [Keyword arguments in TypeErrors]
     if kind not in ("method", "inplace"):

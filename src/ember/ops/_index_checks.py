@@ -1,7 +1,13 @@
-"""PyTorch's checks and wording for the ``index_put`` arguments users give (ops/indexing.py)."""
+"""PyTorch's checks and wording for the ``index_put`` arguments users give, and for
+masked_scatter's (ops/indexing.py)."""
+
+import warnings
+
+import numpy as np
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._warn import outside_level
 
 
 def check_user_indices(x, indices):
@@ -33,3 +39,35 @@ def type_string(dtype):
 
 _LEGACY_CLASSES = frozenset({D.float32, D.float64, D.float16, D.uint8, D.int8, D.int16, D.int32,
                              D.int64})
+
+
+def check_masked_scatter(x, mask, source):
+    """masked_scatter's checks of the dtypes (backend arrays), in PyTorch's order: after the
+    shapes' (``mask`` None: the source's alone)."""
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
+                           f"got{D.FROM_NUMPY[x.dtype]._torch_name} and "
+                           f"{D.FROM_NUMPY[source.dtype]._torch_name}")
+    if mask is not None and mask.dtype != np.bool_:
+        if mask.dtype == np.uint8:      # PyTorch warns (every time) before it refuses
+            warnings.warn("masked_scatter_ received a mask with dtype torch.uint8, this "
+                          "behavior is now deprecated,please use a mask with dtype torch.bool "
+                          "instead.", UserWarning, stacklevel=outside_level())
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {D.FROM_NUMPY[mask.dtype]._torch_name}")
+
+
+def check_expands(mask, shape):
+    """PyTorch's errors of an in-place op that expands ``mask`` (a backend array) to its
+    tensor's ``shape``."""
+    name = D.FROM_NUMPY[mask.dtype]._torch_name
+    if mask.ndim > len(shape):
+        raise RuntimeError(f"expand(CPU{name}Type{{{list(mask.shape)}}}, size={list(shape)}): "
+                           f"the number of sizes provided ({len(shape)}) must be greater or "
+                           f"equal to the number of dimensions in the tensor ({mask.ndim})")
+    for i in range(1, mask.ndim + 1):       # the innermost mismatch first
+        if mask.shape[-i] not in (1, shape[-i]):
+            raise RuntimeError(f"The expanded size of the tensor ({shape[-i]}) must match the "
+                               f"existing size ({mask.shape[-i]}) at non-singleton dimension "
+                               f"{len(shape) - i}.  Target sizes: {list(shape)}.  Tensor "
+                               f"sizes: {list(mask.shape)}")

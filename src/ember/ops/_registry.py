@@ -160,6 +160,8 @@ class Op:
         self.integral_results_refused = False   # see refuse_integral_results
         self.complex_grad_refused = False       # see refuse_complex_grad
         self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
+        # an in-place forward that refuses an expanded self itself, after its own checks
+        self.checks_internal_overlap = False
         self.unrounded = frozenset()    # see keep_scalars_unrounded
         self.dtype_params = ()          # see params_in_dtype
         self.input_readers = None       # per input, the inputs whose gradients read it

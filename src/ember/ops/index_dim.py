@@ -16,7 +16,7 @@ from ember._tensor import Tensor, _make
 from ember._warn import warn_once
 from ember.backend import combine_at, xp_of
 from ember.ops._along import REDUCERS, at_least_1d, check_range, flat_positions, wide
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import argument_name, int_param, type_name, wrap_dim
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, op
 from ember.ops._scalars import checked_scalar
@@ -55,13 +55,13 @@ def index_select(xp, x, index, dim):
     dim = wrap_dim(dim, x.ndim, ("index_select", "dim", 1))
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    ix = index.reshape(-1)
+    if x.ndim == 0 and ix.size != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                           f"{ix.size} value(s)")
     if index.dtype not in _INDEX_DTYPES:
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
-    ix = index.reshape(-1)
     if x.ndim == 0:
-        if ix.size != 1:
-            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
-                               f"{ix.size} value(s)")
         if ix[0] != 0:
             raise IndexError("index out of range in self")
         return x.copy()
@@ -110,6 +110,8 @@ def _check_source(out, index, source, dim, name="index_add_"):
                            f"tensor with dim {source.ndim}")
     rows = source.shape[dim] if source.ndim else 1
     if index.size != rows:
+        if not source.ndim:     # PyTorch's message reads source.size(dim)
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
         raise RuntimeError(f"{name}(): Number of indices ({index.size}) should be equal to "
                            f"source.size(dim): ({rows}), for dim: {dim}")
     if source.ndim != out.ndim or source.shape[:dim] != out.shape[:dim] \
@@ -119,24 +121,33 @@ def _check_source(out, index, source, dim, name="index_add_"):
                            f"source.shape = {list(source.shape)}")
 
 
-def _write_index_add(xp, out, index, source, dim, alpha):
+def _write_index_add(xp, out, index, source, dim, alpha, late=None):
+    if not isinstance(alpha, (int, float, complex)) and not hasattr(alpha, "dtype"):
+        raise TypeError(f"{argument_name(('index_add', 'alpha', None))} must be Number, not "
+                        f"{type_name(alpha)}")      # (the parser's check)
     dim = wrap_dim(dim, out.ndim)
     _check_vector("index_add_", index)
     _check_source(out, index, source, dim)
+    if late is not None:        # (see scatter.in_place)
+        late()
     out1, ix = at_least_1d(out), index.reshape(-1)
+    if out.ndim > 1 and out.size == 0:      # PyTorch checks no bounds then
+        return
     size = out1.shape[dim]
-    check_range(ix, 0, size, lambda bad: IndexError("index out of range in self")
-                if out.ndim <= 1 else RuntimeError(
-                    f"index {bad} is out of bounds for dimension {dim} with size {size}"))
+    # PyTorch adds along the first or last dim of an N-d tensor with an int64 index and an
+    # alpha of 1 through scatter_add (its bounds message, and 16-bit floats added in float32
+    # and rounded once), else slice by slice (rounding after every step)
+    once = out1.ndim > 1 and dim in (0, out1.ndim - 1) and index.dtype == np.int64 \
+        and alpha == 1 and type(alpha) is not bool
+    check_range(ix, 0, size, lambda bad: RuntimeError(
+        f"index {bad} is out of bounds for dimension {dim} with size {size}") if once
+        else IndexError("index out of range in self"))
     if source.size == 0:
         return
     refuse_kernel(out, "scatter_gather_tensor_cpu")   # PyTorch adds through scatter_add
     values = at_least_1d(source)
     if out.dtype.kind != "b" and alpha != 1:
         values = values * checked_scalar(xp, alpha, out.dtype)
-    # PyTorch's kernels add 16-bit floats in float32 and round once along the first or last
-    # dim of an N-d tensor, but round after every step along a middle dim or a 1-D tensor
-    once = out1.ndim > 1 and dim in (0, out1.ndim - 1)
     work = wide(out1) if once else out1
     combine_at(xp, np.add, work.reshape(-1), _source_rows(xp, out1, ix, values, dim),
                (wide(values) if once else values).reshape(-1))
@@ -184,34 +195,44 @@ def _warn_beta():
     warn_once("index_reduce() is in beta and the API may change at any time.")
 
 
-def _check_reduce_kernel(out, reduce, include_self):
-    """The dtypes PyTorch's index_reduce kernels lack, in the order it finds out."""
+def _check_reduce_kernel(out, reduce, include_self, checked=False):
+    """The dtypes PyTorch's index_reduce kernels lack, in the order it finds out: those of
+    the kernels it enters before it checks the bounds, then (``checked``) the others."""
     kind, name = out.dtype.kind, _name(out.dtype)
-    if not include_self and kind in "bc":
-        raise NotImplementedError(f"\"index_reduce_func_exclude_input_init\" not implemented "
-                                  f"for '{name}'")
-    if out.ndim <= 1 and kind in "bc":        # its kernel for vectors
-        raise NotImplementedError(f"\"index_func_\" not implemented for '{name}'")
+    if not checked:
+        if not include_self and kind in "bc":
+            raise NotImplementedError(f"\"index_reduce_func_exclude_input_init\" not "
+                                      f"implemented for '{name}'")
+        if out.ndim <= 1 and kind in "bc":        # its kernel for vectors
+            raise NotImplementedError(f"\"index_func_\" not implemented for '{name}'")
+        return
     if reduce in ("amax", "amin") and kind == "c":
         kernel = "maximum" if reduce == "amax" else "minimum"
         raise NotImplementedError(f"\"{kernel}_cpu\" not implemented for '{name}'")
 
 
-def _write_index_reduce(xp, out, index, source, dim, reduce, include_self):
+def _write_index_reduce(xp, out, index, source, dim, reduce, include_self, late=None):
+    dim = int_param(dim, ("index_reduce", "dim", 1), strict=True)     # (the parser's check)
     if reduce not in _INDEX_REDUCTIONS:
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
     dim = wrap_dim(dim, out.ndim)
     _check_vector("index_reduce_", index)
     _check_source(out, index, source, dim, "index_reduce_")
+    if late is not None:        # (see scatter.in_place)
+        late()
     _warn_beta()
-    _check_reduce_kernel(out, reduce, include_self)
     out1, ix = at_least_1d(out), index.reshape(-1)
     size = out1.shape[dim]
-    if size == 0 and ix.size:
-        raise IndexError(f"select(): index {int(ix[0])} out of range for tensor of size "
+    if size == 0 and ix.size and out.ndim > 1:     # (PyTorch selects slice 0 first)
+        raise IndexError(f"select(): index 0 out of range for tensor of size "
                          f"{list(out1.shape)} at dimension {dim}")
+    _check_reduce_kernel(out, reduce, include_self)
+    if not include_self:        # PyTorch first fills the indexed slices (index_fill's check)
+        check_range(ix, -size, size, lambda bad: IndexError(
+            f"index {bad} is out of bounds for dimension {dim} with size {size}"))
     check_range(ix, 0, size, lambda bad: IndexError("index out of range in self"))
+    _check_reduce_kernel(out, reduce, include_self, checked=True)
     if ix.size == 0:
         return
     if reduce == "mean" and out.dtype.kind == "b":
@@ -246,13 +267,11 @@ index_reduce.inplace_variant(in_place(_write_index_reduce))
 
 index_reduce.nondifferentiable("index")
 index_reduce.refuse_forward_ad("index_reduce")      # PyTorch has no forward derivative
+index_reduce.refuse_complex_grad()
 
 
 @index_reduce.derivative
 def _(grad, x, index, source, dim, reduce, include_self, *, out):
-    if grad.is_complex():
-        raise NotImplementedError(f"\"index_func_\" not implemented for "
-                                  f"'{grad.dtype._torch_name}'")
     d = wrap_dim(dim, x.ndim)
     if reduce in ("amax", "amin"):
         return _extremum_grads(grad, x, index, source, d, include_self, out)
@@ -278,28 +297,30 @@ def _extremum_grads(grad, x, index, source, dim, include_self, out):
 
 # --- index_copy -------------------------------------------------------------------------------
 
-def _write_index_copy(xp, out, index, source, dim):
+def _write_index_copy(xp, out, index, source, dim, late=None):
     dim = wrap_dim(dim, out.ndim)
-    if index.dtype != np.int64:
-        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
-                           f"{_name(index.dtype)}")
     if index.ndim > 1:
         raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
                          f"{index.ndim})")
+    if source.ndim == 0 and index.size != 1:
+        raise IndexError(f"index_copy_(): When source is scalar, index should have one element "
+                         f"(got {index.size})")
+    if source.ndim and out.ndim and source.ndim != out.ndim:
+        raise IndexError(f"index_copy_(): When source and destination are not scalars, their "
+                         f"dimensionality must match. Source dimensionality ({source.ndim}), "
+                         f"destination dimensionality ({out.ndim})")
+    if late is not None:        # (see scatter.in_place)
+        late()
+    if index.dtype != np.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
+                           f"{_name(index.dtype)}")
     if source.dtype != out.dtype:
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
                            f"but got (self) {_name(out.dtype)} and (source) "
                            f"{_name(source.dtype)}")
     if D.FROM_NUMPY[out.dtype] in D.FLOAT8:
         raise NotImplementedError(f"\"index_copy_cpu\" not implemented for '{_name(out.dtype)}'")
-    if source.ndim and out.ndim and source.ndim != out.ndim:
-        raise IndexError(f"index_copy_(): When source and destination are not scalars, their "
-                         f"dimensionality must match. Source dimensionality ({source.ndim}), "
-                         f"destination dimensionality ({out.ndim})")
     out1, ix, s1 = at_least_1d(out), index.reshape(-1), at_least_1d(source)
-    if ix.size != s1.shape[dim]:
-        raise IndexError(f"index_copy_(): Number of indices ({ix.size}) should be equal to "
-                         f"source.size(dim) ({s1.shape[dim]})")
     rest_out = [n for d, n in enumerate(out1.shape) if d != dim]
     rest_src = [n for d, n in enumerate(s1.shape) if d != dim]
     if rest_out != rest_src:
@@ -307,7 +328,12 @@ def _write_index_copy(xp, out, index, source, dim):
                            f"shapes. Destination slice shape: {' '.join(map(str, rest_out))} "
                            f"at dimension {dim} and source slice shape: "
                            f"{' '.join(map(str, rest_src))} at dimension 0.")
+    if ix.size != s1.shape[dim]:
+        raise IndexError(f"index_copy_(): Number of indices ({ix.size}) should be equal to "
+                         f"source.size(dim) ({s1.shape[dim]})")
     size = out1.shape[dim]
+    if out.size == 0:           # PyTorch checks no bounds then
+        return
     check_range(ix, 0, size, lambda bad: IndexError(
         f"index_copy_(): index {bad} is out of bounds for dimension {dim} with size {size}"))
     if s1.size:
@@ -331,7 +357,10 @@ index_copy.reads_inputs((), (0, 2), (2,))   # PyTorch saves the index and source
 
 @index_copy.derivative
 def _(grad, x, index, source, dim):
-    return grad.index_fill(dim, index, 0), None, index_select(grad, dim, index)
+    grad_source = index_select(grad, dim, index)
+    if grad_source.ndim != source.ndim:     # a 0-d input's slice, as a 1-element source
+        grad_source = grad_source.reshape(source.shape)
+    return grad.index_fill(dim, index, 0), None, grad_source
 
 
 # --- index_fill -------------------------------------------------------------------------------
@@ -339,9 +368,6 @@ def _(grad, x, index, source, dim):
 def _fill_number(x, value):
     """index_fill's ``value`` (a number or a 0-dim tensor) as a checked 0-d array."""
     if hasattr(value, "dtype"):
-        if value.ndim != 0:
-            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but "
-                               f"got tensor with {value.ndim} dimension(s).")
         value = value.item() if value.dtype.kind != "V" else float(value.astype(np.float32))
     if isinstance(value, complex) and x.dtype.kind != "c":
         raise RuntimeError("index_fill_(): Converting complex Scalar to non-complex type is not "
@@ -350,11 +376,8 @@ def _fill_number(x, value):
 
 
 def _fill_index(index, size, dim):
-    """index_fill's checked 1-D index, negative entries counted from the end."""
-    if index.dtype != np.int64:
-        raise IndexError("index_fill_(): Expected dtype int64 for index.")
-    if index.ndim > 1:
-        raise RuntimeError("Index has to be a vector/scalar")
+    """index_fill's 1-D index checked against ``size``, negative entries counted from the
+    end."""
     ix = index.reshape(-1)
     check_range(ix, -size, size, lambda bad: IndexError(
         f"index {bad} is out of bounds for dimension {dim} with size {size}"))
@@ -362,10 +385,20 @@ def _fill_index(index, size, dim):
 
 
 def _write_index_fill(xp, out, index, value, dim):
+    dim = int_param(dim, ("index_fill", "dim", 1), strict=True)      # (the parser's check)
+    if hasattr(value, "dtype") and value.ndim != 0:     # PyTorch's order of checks
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.ndim} dimension(s).")
+    if index.dtype != np.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     dim = wrap_dim(dim, out.ndim)
-    out1 = at_least_1d(out)
-    ix = _fill_index(index, out1.shape[dim], dim)
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
     number = _fill_number(out, value)
+    out1 = at_least_1d(out)
+    if out.size == 0:           # PyTorch checks no bounds then
+        return
+    ix = _fill_index(index, out1.shape[dim], dim)
     refuse_kernel(out, "index_fill_cpu")
     out1[(slice(None),) * dim + (ix,)] = number
 
@@ -400,7 +433,9 @@ def _(grad, x, index, value, dim):
     grad_x = grad.index_fill(dim, index, 0)
     if not _is_tensor(value):
         return grad_x, None, None
-    size = 1 if x.ndim == 0 else x.shape[wrap_dim(dim, x.ndim)]
+    if x.ndim == 0:             # one slice, filled when the index names it
+        return grad_x, None, grad if index.numel() else grad * 0
+    size = x.shape[wrap_dim(dim, x.ndim)]
     rows = constant(lambda xp, i: xp.unique(xp.where(i < 0, i + size, i)).reshape(-1), index)
     return grad_x, None, index_select(grad, dim, rows).sum()
 
@@ -429,7 +464,9 @@ def take(xp, x, index):
         raise IndexError("take(): tried to take from an empty tensor")
     if index.size:
         refuse_kernel(x, "take_cpu")
-    return x.reshape(-1)[_flat_index(index, x.size)]
+    out = x.reshape(-1)[_flat_index(index, x.size)]
+    # (NumPy's result takes the index's layout; PyTorch's is contiguous)
+    return out if out.flags.c_contiguous else out.copy()
 
 
 take.nondifferentiable("index")
@@ -441,7 +478,7 @@ def _(grad, x, index):
     return put(zeros_for(x.shape, grad), index, grad, accumulate=True), None
 
 
-def _write_put(xp, out, index, source, accumulate):
+def _write_put(xp, out, index, source, accumulate, late=None):
     _long_index("put_", index)
     if source.dtype != out.dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
@@ -455,6 +492,8 @@ def _write_put(xp, out, index, source, accumulate):
         raise IndexError("put_(): Tried to put elements into an empty tensor")
     if index.size:
         refuse_kernel(out, "take_put_cpu")
+    if late is not None:        # (see scatter.in_place)
+        late()
     ix = _flat_index(index, out.size).reshape(-1)
     if not accumulate:
         out.reshape(-1)[ix] = source.reshape(-1)
@@ -487,3 +526,6 @@ def _(grad, x, index, source, accumulate, *, needs):
 # they read their inputs while writing out of order: PyTorch refuses any aliasing of the two
 for _aliasing_refused in (index_select, index_add, index_reduce, index_copy, take):
     _aliasing_refused.refuse_aliased_inputs()
+# their in-place forwards (``in_place``) refuse an expanded self after their own checks
+for _late in (index_add, index_reduce, index_copy, put):
+    _late.checks_internal_overlap = True

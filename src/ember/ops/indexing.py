@@ -20,7 +20,8 @@ from ember._tensor import Tensor
 from ember._warn import outside_level
 from ember.backend import combine_at, device_scalar, indexing_checks_bounds
 from ember.ops._along import check_range
-from ember.ops._index_checks import check_user_indices, dim_out_of_range, type_string
+from ember.ops._index_checks import (check_expands, check_masked_scatter, check_user_indices,
+                                     dim_out_of_range, type_string)
 from ember.ops._overlap import PARTIAL_OVERLAP, _overlap, check_no_overlap
 from ember.ops._barebones import WIDE_UNSIGNED_NP, refusal
 from ember.ops._promotion import refuse_kernel
@@ -456,18 +457,23 @@ def _mask_arg(mask):
                         f"{type(mask).__name__}")
 
 
-def _fill_value(xp, x, mask, value, refuse=True):
-    """``value`` converted to ``x``'s dtype, after PyTorch's checks of the mask's dtype and
-    the value's dims and (``refuse``) its refusal of ``x``'s dtype (float8, uint16/32/64),
-    which come before the conversion's range check: those follow the shapes' checks."""
+def _fill_checks(mask, value):
+    """PyTorch's checks of masked_fill's value's dims, then of the mask's dtype."""
     _mask_arg(mask)
+    if hasattr(value, "dtype") and value.ndim != 0:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.ndim} dimension(s).")
     if mask.dtype != np.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{CTYPE.get(D.FROM_NUMPY[mask.dtype], mask.dtype.name)}")
+
+
+def _fill_value(xp, x, mask, value, refuse=True):
+    """``value`` converted to ``x``'s dtype, after ``_fill_checks`` and (``refuse``) its
+    refusal of ``x``'s dtype (float8, uint16/32/64), which come before the conversion's range
+    check: those follow the shapes' checks (in place, the checks come first)."""
+    _fill_checks(mask, value)
     if hasattr(value, "dtype"):
-        if value.ndim != 0:
-            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but "
-                               f"got tensor with {value.ndim} dimension(s).")
         value = value.item() if value.dtype.kind != "V" else float(value.astype(np.float32))
     if refuse:
         refuse_kernel(x, "masked_fill", wide_unsigned=True)
@@ -494,7 +500,7 @@ def masked_fill(xp, x, mask, value):
 
 @masked_fill.inplace_variant
 def _(xp, dst, x, mask, value):
-    _mask_arg(mask)
+    _fill_checks(mask, value)
     try:
         shape = np.broadcast_shapes(dst.shape, mask.shape)
     except ValueError:
@@ -558,18 +564,8 @@ def _(grad, x, mask):
 def masked_scatter(xp, x, mask, source):
     """``input`` with the leading elements of ``source`` written, in order, where ``mask`` is
     True (input and mask broadcast)."""
-    if mask.dtype != np.bool_:
-        if mask.dtype == np.uint8:      # PyTorch warns (every time) before it refuses
-            warnings.warn("masked_scatter_ received a mask with dtype torch.uint8, this "
-                          "behavior is now deprecated,please use a mask with dtype torch.bool "
-                          "instead.", UserWarning, stacklevel=outside_level())
-        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
-                           f"dtype {D.FROM_NUMPY[mask.dtype]._torch_name}")
-    if source.dtype != x.dtype:
-        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
-                           f"got{D.FROM_NUMPY[x.dtype]._torch_name} and "
-                           f"{D.FROM_NUMPY[source.dtype]._torch_name}")
     shape = _mask_broadcast(x, mask)
+    check_masked_scatter(x, mask, source)
     refuse_kernel(x, "masked_scatter")
     where = xp.broadcast_to(mask, shape)
     count = int(where.sum())
@@ -578,6 +574,15 @@ def masked_scatter(xp, x, mask, source):
     out = xp.broadcast_to(x, shape).copy()
     out[where] = source.reshape(-1)[:count]
     return out
+
+
+@masked_scatter.inplace_variant
+def _(xp, dst, x, mask, source):
+    """In place the mask expands to the tensor's shape (PyTorch's expand errors, after its
+    check of the source's dtype)."""
+    check_masked_scatter(dst, None, source)
+    check_expands(mask, dst.shape)
+    xp.copyto(dst, masked_scatter.forward(xp, dst, mask, source))
 
 
 masked_scatter.nondifferentiable("mask")

@@ -16,25 +16,30 @@ from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.ops._along import (at_least_1d, check_bounds, check_index_dtype, check_range, region,
                               scatter_into, take_along, wide)
-from ember.ops._dims import wrap_dim, wrap_dim_of_sized
+from ember.ops._dims import argument_name, int_param, type_name, wrap_dim, wrap_dim_of_sized
+from ember.ops._overlap import check_internal_overlap
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import _is_tensor, broadcast_message, op
 from ember.ops._scalars import checked_scalar
 
 __all__ = ["gather", "scatter", "scatter_add", "take_along_dim", "in_place", "out_of_place",
-           "pad_to", "check_same_dtype", "check_scatter_shapes", "zeros_for",
+           "pad_to", "check_same_dtype", "check_scatter_args", "check_scatter_kernel",
+           "zeros_for",
            "require_tensors"]
 
 
 def in_place(write):
-    """The in-place forward of an op from ``write(xp, target, *args)``, which validates its
-    arguments and writes into ``target``, a C-contiguous array, in place."""
+    """The in-place forward of an op from ``write(xp, target, *args, late=None)``, which
+    validates its arguments and writes into ``target``, a C-contiguous array, in place. As
+    PyTorch's kernels, it refuses an expanded ``dst`` among the arguments' checks: ``write``
+    calls ``late()`` where PyTorch checks (see ``Op.checks_internal_overlap``)."""
     def forward(xp, dst, x, *args):
         if dst.flags.c_contiguous:
             write(xp, dst, *args)
         else:
             out = dst.copy()
-            write(xp, out, *args)
+            write(xp, out, *args, late=lambda: check_internal_overlap(dst))
+            check_internal_overlap(dst)     # (a write that returned early)
             xp.copyto(dst, out)
     return forward
 
@@ -78,18 +83,38 @@ def check_same_dtype(x, src):
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
 
 
-def check_scatter_shapes(x, index, src, dim):
-    """PyTorch's scatter shape rules; arrays are at least 1-D here."""
+def check_scatter_args(x, index, src, dim):
+    """PyTorch's checks of a scatter's dtypes, then (for a non-empty index) shapes, in its
+    order: an index of another dtype passes when empty; ``index`` is at least 1-D here, ``x``
+    and ``src`` (None for a number) as given."""
+    shape, x = list(x.shape), at_least_1d(x)
+    if index.size:
+        check_index_dtype(index, "scatter")
+    if src is not None:
+        check_same_dtype(x, src)
+    if index.size == 0:
+        return
+    if src is not None and src.ndim == 0 and index.ndim > 1:   # (before anything else)
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     if index.ndim != x.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    wrong = any(d != dim and n > x.shape[d] for d, n in enumerate(index.shape))
+    if wrong and src is not None and src.ndim != index.ndim:   # (PyTorch's order)
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if not wrong and src is not None:       # src's size at each of index's dims (0-d: 1)
+        wrong = any(n > (src.shape[wrap_dim(d, src.ndim)] if src.ndim else 1)
+                    for d, n in enumerate(index.shape))
+    if wrong:
+        extra = "" if src is None else f" and to be no larger size than src {list(src.shape)}"
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
+                           f"{shape} apart from dimension {dim}{extra}")
+
+
+def check_scatter_kernel(x, index, src, dim):
+    """The checks of PyTorch's scatter kernel, after the op's own: src's number of dims,
+    then the index's bounds (``x``, ``index`` and ``src`` at least 1-D)."""
     if src is not None and src.ndim != index.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
-    for d, n in enumerate(index.shape):
-        if (d != dim and n > x.shape[d]) or (src is not None and n > src.shape[d]):
-            extra = "" if src is None else \
-                f" and to be no larger size than src {list(src.shape)}"
-            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
-                               f"{list(x.shape)} apart from dimension {dim}{extra}")
     check_bounds(index, x.shape[dim], dim)
 
 
@@ -100,9 +125,9 @@ def gather(xp, x, index, dim, sparse_grad):
     """The elements of ``input`` at ``index`` along ``dim``: ``out[i][j] = input[index[i][j]][j]``
     for dim 0 (``sparse_grad`` is accepted; the gradient is dense)."""
     dim = wrap_dim(dim, x.ndim, ("gather", "dim", 1))
-    check_index_dtype(index, "gather")
-    if index.size == 0:     # as in PyTorch, before (and instead of) the shape checks
+    if index.size == 0:     # as in PyTorch, before (and instead of) the dtype, shape checks
         return xp.empty(index.shape, dtype=x.dtype)
+    check_index_dtype(index, "gather")
     x1, ix = at_least_1d(x), at_least_1d(index)
     if ix.ndim != x1.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input "
@@ -134,30 +159,41 @@ def _warn_src_reduce():
               "reduction options.")
 
 
-def _write_scatter(xp, out, index, src, dim, value, reduce):
+def _write_scatter(xp, out, index, src, dim, value, reduce, late=None):
     """scatter's checks of its ``src``/``value`` and ``reduce`` forms, then ``_scatter``."""
     tensor_src = hasattr(src, "shape")
     if (src is None) == (value is None):
         raise TypeError("scatter(): expected either a Tensor 'src' or a number 'value'")
+    _scatter(xp, out, index, src if tensor_src else None, dim, reduce,
+             None if tensor_src else (src if value is None else value), check_reduce=True,
+             late=late)
+
+
+def _check_reduce(reduce, tensor_src):
+    if reduce is not None and not isinstance(reduce, str):      # (the parser's check)
+        raise TypeError(f"{argument_name(('scatter', 'reduce', None))} must be str, not "
+                        f"{type_name(reduce)}")
     if reduce is not None:
         if reduce not in ("add", "multiply"):
             raise RuntimeError("reduce argument must be either add or multiply.")
         if tensor_src:
             _warn_src_reduce()
-    _scatter(xp, out, index, src if tensor_src else None, dim, reduce,
-             None if tensor_src else (src if value is None else value))
 
 
-def _scatter(xp, out, index, src, dim, reduce, number=None):
-    """Write (``reduce`` None), add or multiply ``src``, or ``number``, into ``out``."""
+def _scatter(xp, out, index, src, dim, reduce, number=None, check_reduce=False, late=None):
+    """Write (``reduce`` None), add or multiply ``src``, or ``number``, into ``out``
+    (``check_reduce``: scatter's own ``reduce``, checked in PyTorch's order; ``late``: see
+    ``in_place``)."""
     dim = wrap_dim(dim, out.ndim)
-    check_index_dtype(index, "scatter")
-    if src is not None:
-        check_same_dtype(out, src)
     out1, ix = at_least_1d(out), at_least_1d(index)
+    check_scatter_args(out, ix, src, dim)
+    if late is not None:
+        late()
+    if check_reduce:
+        _check_reduce(reduce, src is not None)
     if ix.size == 0:
         return
-    check_scatter_shapes(out1, ix, None if src is None else at_least_1d(src), dim)
+    check_scatter_kernel(out1, ix, None if src is None else at_least_1d(src), dim)
     refuse_kernel(out, "scatter_gather_scalar_cpu" if src is None else
                   "scatter_gather_tensor_cpu")
     if src is not None:
@@ -229,8 +265,8 @@ def _(grad, x, index, src, dim, value, reduce):
     return grad.scatter(dim, index, 0), None, grad_src
 
 
-def _write_scatter_add(xp, out, index, src, dim):
-    _scatter(xp, out, index, src, dim, "add")
+def _write_scatter_add(xp, out, index, src, dim, late=None):
+    _scatter(xp, out, index, src, dim, "add", late=late)
 
 
 @op("scatter_add(input, dim, index, src)", inputs=("input", "index", "src"), inplace=True,
@@ -280,22 +316,28 @@ def take_along_dim(xp, x, indices, dim):
     """The elements of ``input`` at ``indices`` along ``dim`` (input and indices broadcast
     apart from ``dim``; negative indices count from the end); without ``dim``, of the
     flattened input at the flattened indices."""
-    # (without dim PyTorch reads the flattened input with index_select, which takes int32)
-    if indices.dtype != np.int64 and not (dim is None and indices.dtype == np.int32):
-        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
-                           f"{D.FROM_NUMPY[indices.dtype]._torch_name}")
-    if dim is None:
+    if dim is None:     # PyTorch gathers from the flattened input (int32 indices too)
         flat, ix = x.reshape(-1), indices.reshape(-1)
+        if ix.size == 0:
+            return xp.empty((0,), dtype=x.dtype)
+        check_index_dtype(ix, "gather")
         check_bounds(ix, flat.size, 0)
-        return flat[ix]
-    dim = wrap_dim_of_sized(dim, x.ndim)
+        out = flat[ix]
+        return out if out.flags.c_contiguous else out.copy()   # (as below)
+    dim = int_param(dim, ("take_along_dim", "dim", 2), strict=True)
     if indices.ndim != x.ndim:
         raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
                            f"number of dimensions, but got {x.ndim} dimensions for input, and "
                            f"{indices.ndim} dimensions for indices")
+    if indices.dtype != np.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{D.FROM_NUMPY[indices.dtype]._torch_name}")
+    dim = wrap_dim_of_sized(dim, x.ndim)
     sx, si = along_shapes(x.shape, indices.shape, dim)
     ix = wrapped(xp, xp.broadcast_to(indices, si), x.shape[dim], dim)
-    return xp.take_along_axis(xp.broadcast_to(x, sx), ix, axis=dim)
+    out = xp.take_along_axis(xp.broadcast_to(x, sx), ix, axis=dim)
+    # (NumPy's result takes the indices' layout; PyTorch's is contiguous)
+    return out if out.flags.c_contiguous else out.copy()
 
 
 take_along_dim.nondifferentiable("indices")
@@ -342,3 +384,5 @@ from ember.ops import index_dim, scatter_reduction  # noqa: E402,F401
 # they read their inputs while writing out of order: PyTorch refuses any aliasing of the two
 for _aliasing_refused in (gather, scatter, scatter_add):
     _aliasing_refused.refuse_aliased_inputs()
+# their in-place forwards (``in_place``) refuse an expanded self after their own checks
+scatter.checks_internal_overlap = scatter_add.checks_internal_overlap = True

@@ -8,13 +8,12 @@ import numpy as np
 from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import bincount, combine_at, xp_of
-from ember.ops._along import (REDUCERS, at_least_1d, check_index_dtype, flat_positions, region,
-                              wide)
-from ember.ops._dims import wrap_dim
+from ember.ops._along import REDUCERS, at_least_1d, flat_positions, region, wide
+from ember.ops._dims import argument_name, type_name, wrap_dim
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import op
 from ember.ops.binary_math import where
-from ember.ops.scatter import (check_same_dtype, check_scatter_shapes, gather, in_place,
+from ember.ops.scatter import (check_scatter_args, check_scatter_kernel, gather, in_place,
                                out_of_place, pad_to)
 
 __all__ = ["scatter_reduce"]
@@ -37,22 +36,30 @@ def _identity(reduce, dtype):
     return -np.inf if reduce == "amax" else np.inf
 
 
-def _write(xp, out, index, src, dim, reduce, include_self):
+def _write(xp, out, index, src, dim, reduce, include_self, late=None):
     dim = wrap_dim(dim, out.ndim)
+    out1, ix, src1 = at_least_1d(out), at_least_1d(index), at_least_1d(src)
+    check_scatter_args(out, ix, src, dim)       # PyTorch's order: these, then reduce
+    if not isinstance(reduce, str):             # (the parser's check)
+        raise TypeError(f"{argument_name(('scatter_reduce', 'reduce', 4))} must be str, not "
+                        f"{type_name(reduce)}")
     reduce = _ALIASES.get(reduce, reduce)
     if reduce not in _REDUCTIONS:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
-    check_index_dtype(index, "scatter")
-    check_same_dtype(out, src)
-    kind = out.dtype.kind
+    kind, name = out.dtype.kind, D.FROM_NUMPY[out.dtype]._torch_name
+    if late is not None:                        # (see scatter.in_place)
+        late()
+    if ix.size == 0:
+        if reduce == "mean" and kind == "b":    # (it still divides by the counts)
+            raise NotImplementedError(f"\"div_floor_cpu\" not implemented for '{name}'")
+        return
+    if not include_self:        # PyTorch first scatters the start values: the bounds first
+        check_scatter_kernel(out1, ix, src1, dim)
     if (reduce == "mean" and kind == "b") or (reduce in ("amax", "amin") and kind == "c"):
         raise NotImplementedError(f"\"scatter_gather_tensor_cpu_reduce_{reduce}\" not "
-                                  f"implemented for '{D.FROM_NUMPY[out.dtype]._torch_name}'")
-    out1, ix, src1 = at_least_1d(out), at_least_1d(index), at_least_1d(src)
-    if ix.size == 0:
-        return
-    check_scatter_shapes(out1, ix, src1, dim)
+                                  f"implemented for '{name}'")
+    check_scatter_kernel(out1, ix, src1, dim)
     refuse_kernel(out, "scatter_reduce_exclude_input_init" if not include_self else
                   "scatter_gather_tensor_cpu" if reduce in ("sum", "prod") else
                   f"scatter_gather_tensor_cpu_reduce_{reduce}")
@@ -84,6 +91,7 @@ def scatter_reduce(xp, x, index, src, dim, reduce, include_self):
 
 
 scatter_reduce.inplace_variant(in_place(_write))
+scatter_reduce.checks_internal_overlap = True       # (in_place refuses an expanded self)
 
 
 # --- gradients --------------------------------------------------------------------------------
@@ -123,13 +131,11 @@ def _const(array, like, shape=None):
 
 
 scatter_reduce.nondifferentiable("index")
+scatter_reduce.refuse_complex_grad()
 
 
 @scatter_reduce.derivative
 def _(grad, x, index, src, dim, reduce, include_self, *, out):
-    if grad.is_complex():
-        raise RuntimeError("scatter_reduce does not support automatic differentiation for "
-                           "outputs with complex dtype.")
     hits = _Hits(x, index, dim)
     src_part = src
     if src.ndim == index.ndim and tuple(src.shape) != tuple(index.shape):
