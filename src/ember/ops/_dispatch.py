@@ -18,7 +18,7 @@ from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
 from ember.ops._barebones import WIDE_UNSIGNED_NP, KernelCheck, Refused, refuse_operands
 from ember.ops._op_errors import RefusedFirst, check_broadcast, translate_error
-from ember.ops._out import write_out
+from ember.ops._out import refused_out, write_out
 from ember.ops._out_dtypes import check_kept_out
 from ember.ops._out_names import COPIED_OUT
 from ember.ops._pointwise_layout import laid_as_operands, odd_unit_strides, row_major_before_last
@@ -82,7 +82,7 @@ def call(op, inputs, params, out=None):
         refuse_after_checks(op, refused, params, lengths)
     except NotImplementedError as refused:
         if out is not None and type(refused) is not RefusedFirst:   # (PyTorch checks out's
-            check_kept_out(op, flat, out)                           # dtype first: neg, abs)
+            refused_out(op, flat, params, out, refused)             # dtype first: neg, abs)
         raise
     if ACTIVE_VMAPS[0] and params and has_batched(params):
         from ember.func._batching import dispatch_params
@@ -157,6 +157,8 @@ def call(op, inputs, params, out=None):
     except RuntimeError as e:           # (NotImplementedError too)
         if recording and op.refused_grads is not None:
             refused_grads_first(op, flat, e)
+        if out is not None and type(e) is NotImplementedError:  # (a kernel's refusal comes
+            refused_out(op, flat, params, out, e)               # after out='s checks)
         raise
     finally:
         if token is not None:
@@ -345,14 +347,19 @@ def _refused(op, refused, array_type, arrays):
 
 
 def _cast_keeping_layout(a, dtype):
-    """``a`` cast to ``dtype``; non-contiguous if ``a`` is (a strided view of a new buffer)."""
-    if a.flags.c_contiguous or not a.ndim:
-        return a.astype(dtype)
-    xp = XP_BY_ARRAY_TYPE[type(a)]
-    buffer = xp.empty(a.shape[:-1] + (2 * a.shape[-1],), dtype)
-    out = buffer[..., ::2]
-    out[...] = a
-    return out
+    """``a`` cast to ``dtype``; non-contiguous if ``a`` is (a strided view of a new buffer).
+    Silently, as PyTorch casts (an int64 beyond float16's range becomes inf)."""
+    token = quiet_fp()
+    try:
+        if a.flags.c_contiguous or not a.ndim:
+            return a.astype(dtype)
+        xp = XP_BY_ARRAY_TYPE[type(a)]
+        buffer = xp.empty(a.shape[:-1] + (2 * a.shape[-1],), dtype)
+        out = buffer[..., ::2]
+        out[...] = a
+        return out
+    finally:
+        loud_fp(token)
 
 
 # NOTE [Scalars beside 16-bit floats]

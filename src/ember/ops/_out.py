@@ -13,13 +13,23 @@ from ember._tensor import Tensor, _view_tracks
 from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import history
-from ember.backend import xp_of
+from ember.backend import loud_fp, quiet_fp, xp_of
 from ember.ops._out_names import cast_refusal, grad_refusal_kernel
 from ember.ops._out_names import copies_out, not_implemented_kernel
 from ember.ops._not_implemented import hang_not_implemented
 from ember.ops._overlap import check_internal_overlap
 
-__all__ = ["write_out"]
+__all__ = ["refused_out", "write_out"]
+
+
+def _count_error(op, out, wanted, given):
+    """PyTorch's parser's error for ``out=`` of another count of tensors than the op's."""
+    from ember.ops._overloads import in_parser_words
+    if wanted > 1 and given > 1 or isinstance(out, (tuple, list)) and wanted > 1:
+        return TypeError(f"expected tuple of {wanted} elements but got {given}")
+    kind = "tuple of Tensors" if wanted > 1 else "Tensor"
+    return TypeError(in_parser_words(f"{op.name}(): argument 'out' must be {kind}, not "
+                                     f"{type(out).__name__}"))
 
 
 def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
@@ -45,67 +55,69 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
         elif name is None and requires_grad and copies_out(op, params):
             copied = True               # (the outputs were recorded: ops/_dispatch.py)
         if name is not None:
-            raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
-                               f"automatic differentiation, but one of the arguments requires "
-                               f"grad.")
-    if len(targets) != len(results):
-        raise TypeError(f"{op.name}(): expected {len(results)} out tensors, got {len(targets)}")
-    for dst, res in zip(targets, results):
-        if not isinstance(dst, Tensor):
-            raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
-                            f"{type(dst).__name__}")
-        if INFERENCE_MADE[0]:
-            check_inplace(dst)
-        check_internal_overlap(dst._data)
-        op.overlap_check(dst, inputs)
-        checked = False
-        if op.out_dtype_check is not None:      # True: accepted, whatever the cast
-            checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)
-        if op.out_dtype_error is not None and dst.dtype is not res.dtype:
-            from ember.ops._out_dtypes import message
-            raise RuntimeError(message(op, res.dtype, dst.dtype))
-        if not checked and not D.can_cast(res.dtype, dst.dtype):
-            raise cast_refusal(op, res.dtype, dst.dtype,
-                               next(i for i, r in enumerate(results) if r is res))
-        if hang is not None:    # (out's history and a view's base's, from before)
-            from ember.ops._inplace import _history_snapshot, view_recipe
-            old = _history_snapshot(dst, False) if dst.requires_grad else None
-            views[id(dst)] = (old, None if dst._view is None else
-                              (None, history(dst._view[0]), view_recipe(dst)))
-        if dst.shape != res.shape:
-            if dst.numel() != 0:
-                warnings.warn(
-                    f"An output with one or more elements was resized since it had shape "
-                    f"{list(dst.shape)}, which does not match the required output shape "
-                    f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
-                    f"release outputs will not be resized unless they have zero elements. You "
-                    f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                    f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
-            laid = _resized_layout(op, res._data, inputs, dst)
-            if dst._view is None and dst._meta is None and dst._data.size == 0:
-                # (memory no one shares.) An elementwise op's out is resized to the layout
-                # its result has, odd strides of dims of size 1 included
-                # (an empty one row-major, as a fresh array: see _storage_place.born_row_major)
-                dst._data = res._data.astype(dst._data.dtype) if laid is None or not laid.size \
-                    else preserved(xp_of(laid), laid, dst._data.dtype)
-                if not dst._data.size:
-                    dst._data = born_row_major(dst._data)
-                if copied:
-                    dst.copy_(res)      # PyTorch's composite: resize_, then copy_ (recorded)
+            raise _grad_refusal(name)
+    if len(targets) != len(results) or targets is out and len(results) == 1:
+        raise _count_error(op, out, len(results), len(targets))
+    token = quiet_fp()      # (casts that overflow give inf, as PyTorch's, unwarned)
+    try:
+        for dst, res in zip(targets, results):
+            if not isinstance(dst, Tensor):
+                raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not "
+                                f"{type(dst).__name__}")
+            if INFERENCE_MADE[0]:
+                check_inplace(dst)
+            check_internal_overlap(dst._data)
+            op.overlap_check(dst, inputs)
+            checked = False
+            if op.out_dtype_check is not None:      # True: accepted, whatever the cast
+                checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)
+            if op.out_dtype_error is not None and dst.dtype is not res.dtype:
+                from ember.ops._out_dtypes import message
+                raise RuntimeError(message(op, res.dtype, dst.dtype))
+            if not checked and not D.can_cast(res.dtype, dst.dtype):
+                raise cast_refusal(op, res.dtype, dst.dtype,
+                                   next(i for i, r in enumerate(results) if r is res), inputs)
+            if hang is not None:    # (out's history and a view's base's, from before)
+                from ember.ops._inplace import _history_snapshot, view_recipe
+                old = _history_snapshot(dst, False) if dst.requires_grad else None
+                views[id(dst)] = (old, None if dst._view is None else
+                                  (None, history(dst._view[0]), view_recipe(dst)))
+            if dst.shape != res.shape:
+                if dst.numel() != 0:
+                    warnings.warn(
+                        f"An output with one or more elements was resized since it had shape "
+                        f"{list(dst.shape)}, which does not match the required output shape "
+                        f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
+                        f"release outputs will not be resized unless they have zero elements. You "
+                        f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                        f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
+                laid = _resized_layout(op, res._data, inputs, dst)
+                if dst._view is None and dst._meta is None and dst._data.size == 0:
+                    # (memory no one shares.) An elementwise op's out is resized to the layout
+                    # its result has, odd strides of dims of size 1 included
+                    # (an empty one row-major, as a fresh array: see _storage_place.born_row_major)
+                    dst._data = res._data.astype(dst._data.dtype) if laid is None or not laid.size \
+                        else preserved(xp_of(laid), laid, dst._data.dtype)
+                    if not dst._data.size:
+                        dst._data = born_row_major(dst._data)
+                    if copied:
+                        dst.copy_(res)      # PyTorch's composite: resize_, then copy_ (recorded)
+                        continue
+                    dst._bump_version()
                     continue
-                dst._bump_version()
+                # as Tensor.resize_: contiguous over its own memory while that is large enough
+                # (out=base[:2] grown to three rows writes base's third row), else new memory
+                from ember.ops.conversion import _resize_storage
+                _resize_storage(dst, res.shape)
+                if laid is not None:
+                    _restride_as(dst, laid)
+            if copied:
+                dst.copy_(res)
                 continue
-            # as Tensor.resize_: contiguous over its own memory while that is large enough
-            # (out=base[:2] grown to three rows writes base's third row), else new memory
-            from ember.ops.conversion import _resize_storage
-            _resize_storage(dst, res.shape)
-            if laid is not None:
-                _restride_as(dst, laid)
-        if copied:
-            dst.copy_(res)
-            continue
-        xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
-        dst._bump_version()
+            xp_of(dst._data).copyto(dst._data, res._data, casting="unsafe")
+            dst._bump_version()
+    finally:
+        loud_fp(token)
     if hang is not None:                # PyTorch's node NotImplemented (a view's: its base's)
         for dst in targets:     # over the inputs requiring grad, then out's former history
             old, view = views[id(dst)]
@@ -113,6 +125,30 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
     if op.namedtuple is not None and type(out) is tuple:     # sort(out=...): return_types.sort_out
         return getattr(op.namedtuple, "out_type", op.namedtuple)(*out)
     return out
+
+
+def _grad_refusal(name):
+    return RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                        f"differentiation, but one of the arguments requires grad.")
+
+
+def refused_out(op, flat, params, out, refused):
+    """PyTorch's checks of an out= call that come before its kernel refuses the compute dtype
+    (``refused``): autograd's refusal of inputs requiring grad, out's dtype rules, then for an
+    elementwise op the cast of its result type into out's dtype."""
+    if op.vjp is not None and _GRAD.grad_enabled and any(
+            isinstance(d, Tensor) and d.requires_grad for d in flat):
+        name = grad_refusal_kernel(op, flat, params)
+        if name is not None:
+            raise _grad_refusal(name)
+    from ember.ops._out_dtypes import check_kept_out
+    check_kept_out(op, flat, out)
+    want = getattr(refused, "result_type", None)    # (a policy's refusal: see compute_dtype)
+    if want is None and op.pointwise and len(flat) == 1 and isinstance(flat[0], Tensor):
+        want = flat[0].dtype                        # (a one-operand forward's own refusal)
+    if op.pointwise and want is not None and isinstance(out, Tensor) \
+            and not D.can_cast(want, out.dtype):
+        raise cast_refusal(op, want, out.dtype, 0, flat)
 
 
 def _resized_layout(op, res, inputs, dst):

@@ -158,8 +158,8 @@ _CASTS = {
     "inner": (RuntimeError, "tensordot: Expected the output tensor to have dtype {want}, but "
                             "got an output tensor with dtype {got}"),
     "addbmm": (RuntimeError, "self and mat2 must have the same dtype, but got {got} and {want}"),
-    # (PyTorch's message names the result's dtype twice)
-    "mvlgamma": (RuntimeError, "mvlgamma: result type {want} can't be cast to the desired "
+    # (PyTorch's message names the input's dtype, then the result's, not out's)
+    "mvlgamma": (RuntimeError, "mvlgamma: result type {input} can't be cast to the desired "
                                "output type {want}"),
 }
 
@@ -174,14 +174,17 @@ _CAST_OUTPUTS = {
 }
 
 
-def cast_refusal(op, want, got, index=0):
+def cast_refusal(op, want, got, index=0, inputs=()):
     """The error for ``op``'s result (its output ``index``) of dtype ``want`` that cannot be
-    cast into an ``out=`` of dtype ``got``."""
+    cast into an ``out=`` of dtype ``got`` (``inputs``: the op's, for messages naming the
+    first one's dtype)."""
     named = _CAST_OUTPUTS.get(op.name)
     if named is not None:
         return RuntimeError(_SAFELY.format(name=named[0], what=named[1][index],
                                            want=want._torch_name, got=got._torch_name))
     kind, text = _CASTS.get(op.name, (RuntimeError, "result type {want} can't be cast to the "
                                                     "desired output type {got}"))
-    return kind(text.format(want=want._torch_name, got=got._torch_name))
+    first = getattr(inputs[0], "dtype", want) if inputs else want
+    return kind(text.format(want=want._torch_name, got=got._torch_name,
+                            input=first._torch_name))
 

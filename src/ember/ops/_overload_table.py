@@ -481,6 +481,18 @@ for _name, _extras in (("bartlett_window", ()), ("blackman_window", ()), ("hann_
                                       for n in range(1, len(_params) + 1))
 del _name, _extras, _params
 
+# special_xlogy is xlogy's; the orthogonal polynomials take a Number x or a Number n
+FUNCTION_OVERLOADS["special_xlogy"] = FUNCTION_OVERLOADS["xlogy"]
+for _name in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+              "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+              "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+              "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+              "laguerre_polynomial_l", "legendre_polynomial_p"):
+    FUNCTION_OVERLOADS["special_" + _name] = tuple(
+        f"{x} x, {n} n, *, Tensor out = None"
+        for x, n in (("Tensor", "Tensor"), ("Number", "Tensor"), ("Tensor", "Number")))
+del _name
+
 # the methods whose signatures are not the functions' (or that have no function)
 METHOD_OVERLOADS = {
     'nonzero': (

@@ -160,7 +160,8 @@ def _overloaded_message(message, parsing, name, kind, signatures):
     """``message`` as PyTorch's parser gives it for ``signatures``; ``parsing``: whether
     ember's message is a parser's (else a later step refused a bad argument)."""
     site = call_site(kind)
-    if site is None or site.keywords is None or message.startswith("expected Tensor as element"):
+    if site is None or site.keywords is None or message.startswith(
+            ("expected Tensor as element", "expected tuple of")):
         return message      # (the last: the parser took a tensor-list signature, then unpacked)
     given = _given(site)
     if "received an invalid combination" in message:

@@ -106,7 +106,11 @@ def compute_dtype(policy, signature, op_name, upcast):
             operands.append((D.FROM_NUMPY[entry], D.DIM))
     promoted = D.result_type_of(operands if policy.promoted is None
                                 else policy.promoted(operands))
-    compute = policy.rule(promoted, op_name, operands)
+    try:
+        compute = policy.rule(promoted, op_name, operands)
+    except NotImplementedError as refused:
+        refused.result_type = promoted      # (an out= call checks its cast first: ops/_out.py)
+        raise
     if compute in D.FLOAT8:
         _check_float8(op_name.rpartition('.')[2], compute, signature)
     elif compute in D.WIDE_UNSIGNED:    # PyTorch's "barebones" dtypes (ops/_barebones.py)

@@ -321,7 +321,9 @@ def _refuse_dim(name, dim, overloaded):
         return
     if overloaded and given_count((dim,)) == 1:
         raise invalid_combination(name, (dim,))
-    raise int_error(dim, (name, "dim", 1))
+    from ember.ops._overloads import in_parser_words
+    error = int_error(dim, (name, "dim", 1))
+    raise type(error)(in_parser_words(str(error)))
 
 
 _NO = object()      # an argument of with_optional_dim's functions that was not given
@@ -385,8 +387,9 @@ def with_optional_dim(name, whole, along, pairwise=None):
             _refuse_dim(name, dim, pairwise is not None)
         if target is not None and not isinstance(target, (tuple, list)):
             from ember.ops._dims import type_name
-            raise TypeError(f"{name}(): argument 'out' must be tuple of Tensors, not "
-                            f"{type_name(target)}")
+            from ember.ops._overloads import in_parser_words
+            raise TypeError(in_parser_words(f"{name}(): argument 'out' must be tuple of "
+                                            f"Tensors, not {type_name(target)}"))
         try:
             return along.function(input, dim, False if keepdim is _NO else keepdim, out=target)
         except TypeError:

@@ -609,7 +609,8 @@ _NUMBERS = (int, float, bool, complex)
 
 
 def _grad_fn_name(name):
-    return "".join(part.capitalize() for part in name.strip("_").split("_")) + "Backward0"
+    # PyTorch's codegen title-cases each part: a letter after a digit is upper (Log1PBackward0)
+    return "".join(part.title() for part in name.strip("_").split("_")) + "Backward0"
 
 
 def attach_methods():

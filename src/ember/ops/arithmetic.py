@@ -396,7 +396,7 @@ def _pow(xp, a, b, *, laid=False):
                 raise RuntimeError("Integers to negative integer powers are not allowed.")
         elif bool(xp.any(xp.asarray(b) < 0)):
             # C semantics: 1 ** -n == 1, (-1) ** -n == +-1, everything else truncates to 0
-            safe = xp.power(a, xp.abs(b))
+            safe = xp.power(a, xp.where(b < 0, 0, b))    # (abs(-128) is -128 in int8)
             odd = xp.remainder(b, 2) == 1
             neg = (xp.asarray(a) == -1) & (b < 0)
             small = xp.where(a == 1, 1, xp.where(neg, xp.where(odd, -1, 1), 0))

@@ -84,16 +84,23 @@ xlogy.number_overload("input")
 xlogy.number_overload("other")
 
 
-@xlogy.named_by
-def _(flat, params, out):                    # PyTorch's overloads: Tensor, Scalar self, Scalar
-    if not _is_tensor_operand(flat[0]):
-        return "XlogyBackward1"
-    return "XlogyBackward0" if _is_tensor_operand(flat[1]) else "XlogyBackward2"
+def scalar_overload_nodes(base):
+    """A ``named_by`` rule for a binary op with PyTorch's overloads Tensor, Scalar self and
+    Scalar other: nodes ``<base>Backward0``, ``1`` and ``2``."""
+    def name(flat, params, out):
+        if not _is_tensor_operand(flat[0]):
+            return f"{base}Backward1"
+        return f"{base}Backward0" if _is_tensor_operand(flat[1]) else f"{base}Backward2"
+    return name
+
+
+xlogy.named_by(scalar_overload_nodes("Xlogy"))
 
 
 def _copysign_grad(grad, a, b, *, out, needs):
     # d out / d a is the sign agreement of out and a: +-1, and 0 at a == 0
-    grad_a = grad * where(a == 0, 0.0, out.detach() / a.detach()) if needs[0] else None
+    # (through out and a, as PyTorch's: a double backward sees the ratio's zero slope)
+    grad_a = grad * where(a == 0, 0.0, out / a) if needs[0] else None
     return grad_a, (zeros_for(grad) if _is_tensor(b) else None)
 
 
@@ -398,9 +405,13 @@ def _clamp_rule(d, name, operands):
     if D.SCALAR in kinds and D.DIM in kinds:
         raise _mixed_bounds_error(name, operands)
     if d.category == D.COMPLEX:
+        if not kinds:
+            return d                    # (no bounds: clamp's own error comes first)
         if operands[0][0].category == D.FLOATING and D.DIM not in kinds and \
                 D.ZERO_DIM not in kinds:
             return operands[0][0]       # complex number bounds are read as doubles (_fit)
+        if operands[0][0].category != D.COMPLEX and len(kinds) == 2:
+            raise NotImplementedError(f"\"clamp_cpu\" not implemented for '{d._torch_name}'")
         # (PyTorch checks self's dtype first; a complex bound of a real self is refused by
         # the kernel, after the operands' shapes and an in-place result's cast are checked)
         refused = RefusedFirst if operands[0][0].category == D.COMPLEX else NotImplementedError

@@ -99,9 +99,21 @@ Tensor.equal = equal
 def _isin_rule(d, name, operands):
     for dtype, _ in operands:
         if dtype is D.bool_ or dtype.category == D.COMPLEX:
+            _check_number_names(*(kind is D.SCALAR for _, kind in operands))
             raise RuntimeError(f"Unsupported input type encountered for isin(): "
                                f"{dtype._torch_name}")
     return d
+
+
+def _check_number_names(elements_number, test_number):
+    """PyTorch's TypeError for a number passed by the keyword of a tensor: its overloads
+    taking one name it in the singular (``test_element=``, ``element=``)."""
+    from ember.ops._call_site import call_shape
+    from ember.ops._dims import invalid_combination
+    shape = call_shape("isin")
+    if shape is not None and (test_number and "test_elements" in shape[1] or
+                              elements_number and "elements" in shape[1]):
+        raise invalid_combination("isin", ())
 
 
 # upcast=False: a number operand must round to a 16-bit float operand's dtype, not to float32
@@ -110,6 +122,9 @@ def _isin_rule(d, name, operands):
 def isin(xp, elements, test, assume_unique, invert):
     """Whether each element of ``elements`` is in ``test_elements`` (NaN never is); either may
     be a number. Both are compared in their promoted dtype."""
+    numbers = not isinstance(elements, xp.ndarray), not isinstance(test, xp.ndarray)
+    if numbers[0] or numbers[1]:
+        _check_number_names(*numbers)
     elements, test = number_arrays(xp, elements, test)
     flat, pool = elements.reshape(-1), test.reshape(-1)
     if flat.dtype.itemsize < 4 and flat.dtype.kind not in "biu":   # 16-bit floats sort as

@@ -11,6 +11,7 @@ from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.backend import combine_at, device_of
 from ember.ops import return_types
+from ember.ops._dims import int_param
 from ember.ops._promotion import Policy
 from ember.ops._registry import op
 from ember.ops._scalars import checked_scalar, number_arg, real_number
@@ -18,10 +19,14 @@ from ember.ops.sorting import _no_derivative
 
 
 def _searchable(d, name, operands):
-    if d.category in (D.BOOL, D.COMPLEX):
-        raise NotImplementedError(f"\"searchsorted_out_cpu\" not implemented for "
-                                  f"'{d._torch_name}'")
     return d
+
+
+def _check_searchable(seq, values):
+    """PyTorch's error for bool and complex operands, raised after its checks of the
+    arguments and only when there are values to search."""
+    if getattr(values, "size", 1) and seq.dtype.kind in "bc":    # (values may be a number)
+        raise _kernel_error("searchsorted_out_cpu", seq.dtype)
 
 
 SEARCH = Policy("searchsorted", _searchable)    # both operands in their promoted dtype
@@ -81,6 +86,9 @@ def _check_sorter(sorter, seq):
 def _side(side, right):
     if side is None:
         return right
+    if not isinstance(side, str):       # (PyTorch's parser finds no overload for it)
+        from ember.ops._dims import invalid_combination
+        raise invalid_combination("searchsorted", ())
     if side not in ("left", "right"):
         raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got "
                            f"{side}")
@@ -96,6 +104,7 @@ def searchsorted(xp, seq, values, out_int32, right, side, sorter):
     """The indices at which ``values`` would be inserted into the innermost dim of
     ``sorted_sequence`` to keep it sorted (after equal elements with ``right``)."""
     values = xp.asarray(values, dtype=seq.dtype)
+    right = _side(side, right)
     if sorter is not None:
         sorter = _check_sorter(sorter, seq)
     if values.ndim == 0 and seq.ndim != 1:
@@ -110,7 +119,7 @@ def searchsorted(xp, seq, values, out_int32, right, side, sorter):
                            f"the first N-1 dimensions of boundaries tensor and input value "
                            f"tensor must match, but we got boundaries tensor {list(seq.shape)} "
                            f"and input value tensor {list(values.shape)}")
-    right = _side(side, right)
+    _check_searchable(seq, values)
     _warn_noncontiguous(values, seq, sorter)
     found = bisect(xp, seq, values, right, sorter)
     return found.astype(np.int32) if out_int32 else found
@@ -126,6 +135,7 @@ def bucketize(xp, x, boundaries, out_int32, right):
     if boundaries.ndim != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
                            f"{boundaries.ndim})")
+    _check_searchable(boundaries, x)
     _warn_noncontiguous(x, boundaries)
     found = bisect(xp, boundaries, xp.asarray(x, dtype=boundaries.dtype), right)
     return found.astype(np.int32) if out_int32 else found
@@ -169,6 +179,7 @@ def _linspace(xp, start, end, steps, dtype):
 def histc(xp, x, bins, min, max):
     """A histogram of ``bins`` equal bins over [min, max] (the data's range when min == max);
     elements outside are ignored."""
+    bins = int_param(bins, ("histc", "bins", 1), strict=True)
     _check_bins(bins, "histc")
     left, right = (real_number(number_arg(v, "histc", name), np.float64)
                    for v, name in ((min, "min"), (max, "max")))
@@ -341,6 +352,7 @@ def histogram(xp, x, bins, weight, range, density):
 
 histogram.derivative(_no_derivative("aten::histogram", RuntimeError,
                                     "derivative for {} is not implemented"))
+histogram.refuse_forward_ad("aten::histogram")
 
 
 def _int_like(b, element):
@@ -454,5 +466,6 @@ def bincount(xp, x, weights, minlength):
 
 bincount.derivative(_no_derivative("aten::bincount", RuntimeError,
                                    "derivative for {} is not implemented"))
+bincount.refuse_forward_ad("aten::bincount")
 
 ALIASES = {}

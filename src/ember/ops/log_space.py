@@ -140,7 +140,7 @@ def _softmax_input(xp, name, x, dim, dtype):
     0-dim input comes back with one dim."""
     d = wrap_dim(dim, x.ndim, (name, "dim", 1))
     x = cast_input(x, dtype, name)
-    if x.dtype.kind not in "fV" or x.dtype.itemsize == 1:
+    if (x.dtype.kind not in "fV" or x.dtype.itemsize == 1) and x.size:    # (empty: returned)
         kernel = f"{name}_lastdim_kernel_impl" if d == x.ndim - 1 or x.ndim == 0 else \
             f"{name}_kernel_impl"
         raise NotImplementedError(f"\"{kernel}\" not implemented for "

@@ -5,6 +5,7 @@ import math
 
 from ember import _dtype as D
 from ember._tensor import Tensor
+from ember._memory_format import preserved
 from ember.ops._elementwise import binary, conj_grad, unary, zeros_for
 from ember.ops._promotion import Policy
 from ember.ops import return_types
@@ -245,7 +246,9 @@ def isreal(xp, x):
     """True where the element has no imaginary part (every element of a real tensor)."""
     if x.dtype.kind == "c":
         return x.imag == 0
-    return xp.ones_like(x, dtype=bool)     # (laid out as input, as PyTorch's ones_like)
+    out = preserved(xp, x, bool)            # (laid out as PyTorch's ones_like: an expanded
+    out[...] = True                         # input's result is row-major)
+    return out
 
 
 ALIASES = {}

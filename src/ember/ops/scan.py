@@ -5,9 +5,10 @@ import numpy as np
 from ember import _dtype as D
 from ember.backend import accumulate
 from ember.ops import return_types
-from ember.ops._dims import wrap_dim
+from ember.ops._dims import is_index, wrap_dim
 from ember.ops._elementwise import conj_grad
-from ember.ops._reduce import SUM, any_zero, cast_input, constant, cpu_wide, grad_enabled, rejecting
+from ember.ops._promotion import SAME
+from ember.ops._reduce import SUM, any_zero, cast_input, constant, cpu_wide, grad_enabled
 from ember.ops._registry import op
 from ember.ops.binary_math import where
 from ember.ops.indexing import CTYPE
@@ -135,7 +136,12 @@ def _running_extreme(name, ufunc):
                 raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got "
                                  f"{dim}")
             return x.copy(), xp.zeros((), dtype=np.int64)
+        if x.size == 0 and is_index(dim):   # PyTorch returns before it wraps dim or reads
+            return xp.empty(x.shape, x.dtype), xp.empty(x.shape, np.int64)     # the dtype
         d = wrap_dim(dim, x.ndim)
+        if x.dtype.kind == "c":
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
+                                      f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
         x = xp.ascontiguousarray(x)      # PyTorch's scans return row-major results
         values = accumulate(xp, ufunc, x, d)
         # the index is the last position at or before k that holds the running extreme
@@ -160,14 +166,9 @@ def _scatter_back(grads, x, dim, *, out):
                                                out[1], grad)
 
 
-def _cum_policy(name):
-    return rejecting(name, (D.COMPLEX,), NotImplementedError,
-                     lambda d: f"\"{name}_cpu\" not implemented for '{d._torch_name}'")
-
-
-cummax = op("cummax(input, dim)", promote=_cum_policy("cummax"),
+cummax = op("cummax(input, dim)", promote=SAME,
             namedtuple=return_types.cummax)(_running_extreme("cummax", "maximum"))
-cummin = op("cummin(input, dim)", promote=_cum_policy("cummin"),
+cummin = op("cummin(input, dim)", promote=SAME,
             namedtuple=return_types.cummin)(_running_extreme("cummin", "minimum"))
 cummax.derivative(_scatter_back, outputs=(1,))
 cummin.derivative(_scatter_back, outputs=(1,))

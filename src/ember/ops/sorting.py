@@ -32,6 +32,13 @@ KTHVALUE = rejecting("kthvalue", (D.BOOL, D.COMPLEX), NotImplementedError,
 MODE = rejecting("mode", (D.COMPLEX,), NotImplementedError, _not_implemented("mode_cpu"))
 
 
+def _check_dtype(policy, x):
+    """``policy``'s dtype check run in the kernel on its array: PyTorch checks the dim (and
+    topk's and kthvalue's k) before the dtype."""
+    if x.dtype.kind in "bc":
+        policy.rule(D.FROM_NUMPY[x.dtype], policy.name, ())
+
+
 def stable_order(xp, x, d, descending=False):
     """The stable sorting permutation of ``x`` along ``d``; NaN sorts above every number.
 
@@ -54,6 +61,7 @@ def _sorted(xp, x, dim, descending):
     """(values, int64 indices) of ``x`` sorted along ``dim``, both laid out as PyTorch's
     ``empty_like(x)`` is (a transposed input's results are transposed)."""
     d = wrap_dim(dim, x.ndim)
+    _check_dtype(SORT, x)
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
     order = stable_order(xp, x, d, descending)
@@ -69,7 +77,7 @@ def _sort_grad(grad, x, dim, indices):
     return grad.new_zeros(x.shape).scatter(wrap_dim(dim, x.ndim) if x.ndim else 0, indices, grad)
 
 
-@op("sort(input, dim=-1, descending=False, *, stable=None)", promote=SORT,
+@op("sort(input, dim=-1, descending=False, *, stable=None)", promote=SAME,
     namedtuple=return_types.sort)
 def sort(xp, x, dim, descending, stable):
     """The named tuple (values, indices) of ``input`` sorted along ``dim`` (always stably)."""
@@ -85,7 +93,9 @@ def _check_sort_args(dim, descending, name="sort"):
     ``descending``."""
     if isinstance(descending, bool) and is_index(dim):
         return
-    given = (dim, descending) if descending is not False else (dim,)
+    shape = call_shape(name)    # (how many the call passed by position, self included)
+    given = (dim, descending)[:shape[0] - 1] if shape is not None else \
+        (dim, descending) if descending is not False else (dim,)
     raise invalid_combination(name, given)
 
 
@@ -116,7 +126,7 @@ def _(grads, x, dim, descending, stable, *, out):
 sort.reads_inputs(())       # the indices and the input's size: PyTorch saves no input
 
 
-@op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SORT)
+@op("argsort(input, dim=-1, descending=False, *, stable=False)", promote=SAME)
 def argsort(xp, x, dim, descending, stable):
     """The indices that sort ``input`` along ``dim`` (always stably)."""
     if type(dim) is not int or type(descending) is not bool:
@@ -138,7 +148,7 @@ def _check_out_has_stable(got, want, inputs):
 argsort.out_dtype_check = _check_out_has_stable
 
 
-@op("msort(input)", promote=SORT)
+@op("msort(input)", promote=SAME)
 def msort(xp, x):
     """``input`` sorted along its first dim."""
     return _sorted(xp, x, 0, False)[0]
@@ -162,7 +172,7 @@ def _(grad, x):
 
 # --- topk, kthvalue, mode ---------------------------------------------------------------------
 
-@op("topk(input, k, dim=-1, largest=True, sorted=True)", promote=TOPK,
+@op("topk(input, k, dim=-1, largest=True, sorted=True)", promote=SAME,
     namedtuple=return_types.topk)
 def topk(xp, x, k, dim, largest, sorted):
     """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in order."""
@@ -171,6 +181,7 @@ def topk(xp, x, k, dim, largest, sorted):
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
         raise RuntimeError("selected index k out of range")
+    _check_dtype(TOPK, x)
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
     # a contiguous copy of the leading k: PyTorch's results are contiguous
@@ -199,7 +210,7 @@ def _squeezed(xp, values, index, d, keepdim):
     return values, _fresh(xp, index.astype(np.int64, copy=False))
 
 
-@op("kthvalue(input, k, dim=-1, keepdim=False)", promote=KTHVALUE,
+@op("kthvalue(input, k, dim=-1, keepdim=False)", promote=SAME,
     namedtuple=return_types.kthvalue)
 def kthvalue(xp, x, k, dim, keepdim):
     """The ``k``-th smallest element (``k`` counts from 1) along ``dim`` and its index."""
@@ -212,6 +223,7 @@ def kthvalue(xp, x, k, dim, keepdim):
     require_nonempty("kthvalue", x.shape, (d,), full=False)
     if not 1 <= k <= x.shape[d]:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    _check_dtype(KTHVALUE, x)
     index = xp.ascontiguousarray(stable_order(xp, x, d)[(slice(None),) * d + (slice(k - 1, k),)])
     return _squeezed(xp, xp.take_along_axis(x, index, axis=d), index, d, keepdim)
 
@@ -224,7 +236,7 @@ def _(grads, x, k, dim, keepdim, *, out):
 kthvalue.reads_inputs(())   # the indices and the input's size: PyTorch saves no input
 
 
-@op("mode(input, dim=-1, keepdim=False)", promote=MODE, namedtuple=return_types.mode)
+@op("mode(input, dim=-1, keepdim=False)", promote=SAME, namedtuple=return_types.mode)
 def mode(xp, x, dim, keepdim):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and the
     index of its last occurrence."""
@@ -232,6 +244,8 @@ def mode(xp, x, dim, keepdim):
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype=np.int64)
     require_nonempty("mode", x.shape, (d,), full=False)
+    if x.size:
+        _check_dtype(MODE, x)
     n = x.shape[d]
     order = xp.moveaxis(stable_order(xp, x, d), d, -1)
     ranked = xp.take_along_axis(xp.moveaxis(x, d, -1), order, axis=-1)
@@ -327,6 +341,7 @@ def unique(xp, x, sorted, return_inverse, return_counts, dim):
 
 unique.derivative(_no_derivative(lambda x, s, i, c, dim: "_unique2" if dim is None
                                  else "unique_dim"))
+unique.refuse_forward_ad(lambda flat, params: "_unique2" if params[3] is None else "unique_dim")
 
 
 @unique.named_by
@@ -345,6 +360,7 @@ def unique_consecutive(xp, x, return_inverse, return_counts, dim):
 
 
 unique_consecutive.derivative(_no_derivative("unique_consecutive"))
+unique_consecutive.refuse_forward_ad("unique_consecutive")
 
 
 from ember.ops import calculus, histograms, quantiles, vectors  # noqa: E402,F401

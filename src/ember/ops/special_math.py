@@ -17,9 +17,10 @@ from ember._tensor import Tensor
 from ember.backend import special_of
 from ember.ops._elementwise import binary, conj_grad, unary
 from ember.ops._linalg_utils import on_host
+from ember.ops._op_errors import RefusedFirst
 from ember.ops._promotion import Policy
 from ember.ops._scalars import int64_arg, number_arrays
-from ember.ops.binary_math import where
+from ember.ops.binary_math import scalar_overload_nodes, where
 from ember.ops.unary_math import _lgamma, erf
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -29,17 +30,20 @@ _LOG_PI = math.log(math.pi)
 
 # --- dtype policies ---------------------------------------------------------------------------
 
-def real_policy(kernel, *, half=True, integers=True, float8_kernel=None):
+def real_policy(kernel, *, half=True, integers=True, float8_kernel=None, composite=False):
     """Real-only math: integers compute in the default float dtype (or raise, when
     ``integers`` is False), complex and float8 raise naming ``kernel`` (``float8_kernel``)
-    as PyTorch does, and so do float16/bfloat16 unless ``half``."""
+    as PyTorch does, and so do float16/bfloat16 unless ``half``; a ``composite`` (PyTorch
+    computes it of other ops) refuses before any check of ``out=``."""
+    refusal = RefusedFirst if composite else NotImplementedError
+
     def rule(d, name, operands):
         if d in D.FLOAT8:
             raise NotImplementedError(f"\"{float8_kernel or kernel}\" not implemented for "
                                       f"'{d._torch_name}'")
         if d.category == D.COMPLEX or (not half and d in (D.float16, D.bfloat16)) or \
                 (not integers and d.category < D.FLOATING):
-            raise NotImplementedError(f"\"{kernel}\" not implemented for '{d._torch_name}'")
+            raise refusal(f"\"{kernel}\" not implemented for '{d._torch_name}'")
         return D.get_default_dtype() if d.category < D.FLOATING else d
     return Policy(f"real[{kernel}]", rule)
 
@@ -54,10 +58,11 @@ def _scipy(name):
 
 
 def _special(name, forward, derivative=None, *, doc, half=True, kernel=None, arg="input",
-             float8_kernel=None, **options):
+             float8_kernel=None, composite=False, **options):
     """A real elementwise op of ``ember.special`` (no method, no in-place variant); ``arg``
     names its parameter (a few are ``x`` in PyTorch)."""
-    policy = real_policy(kernel or f"{name}_cpu", half=half, float8_kernel=float8_kernel)
+    policy = real_policy(kernel or f"{name}_cpu", half=half, float8_kernel=float8_kernel,
+                         composite=composite)
     return unary(f"{name}({arg})", forward, derivative, doc=doc, namespace="special",
                  promote=policy, inplace=False, scalars=False, **options)
 
@@ -168,7 +173,8 @@ def _ndtr(xp, x):
 ndtr = _special("ndtr", _ndtr,
                 lambda grad, x: grad * (x * x * -0.5).exp() / _SQRT_2PI,
                 doc="The standard normal cumulative distribution function.",
-                kernel="erf_vml_cpu", float8_kernel="mul_cpu_reduced_float", upcast=False)
+                kernel="erf_vml_cpu", float8_kernel="mul_cpu_reduced_float", upcast=False,
+                composite=True)
 ndtri = _special("ndtri", _scipy("ndtri"),
                  lambda grad, x, *, out: grad * _SQRT_2PI * (out * out * 0.5).exp(),
                  doc="The inverse of ``ndtr``: the quantile of the standard normal.",
@@ -242,6 +248,7 @@ xlog1py = binary("xlog1py(input, other)", _xlog1py, _xlog1py_grad,
                  doc="``input * log1p(other)``, and 0 where ``input`` is 0 (unless ``other`` "
                      "is NaN).", promote=real_policy("xlog1py_cpu"), namespace="special",
                  inplace=False)
+xlog1py.named_by(scalar_overload_nodes("SpecialXlog1Py"))
 
 
 def _zeta(xp, x, q):
@@ -260,6 +267,7 @@ def _zeta_grad(grad, x, q):
 zeta = binary("zeta(input, other)", _zeta, _zeta_grad,
               doc="The Hurwitz zeta function ``sum((k + other) ** -input for k >= 0)``.",
               promote=real_policy("zeta_cpu", half=False), namespace="special", inplace=False)
+zeta.named_by(scalar_overload_nodes("SpecialZeta"))
 
 
 # --- incomplete and multivariate gamma functions ----------------------------------------------
@@ -300,9 +308,9 @@ igammac = binary("igammac(input, other)", _igamma(True), _igamma_grad(-1, "igamm
 def _mvlgamma_rule(d, name, operands):
     if d is D.bool_:
         raise RuntimeError("The input tensor may not be a boolean tensor.")
-    if d.category == D.COMPLEX or d in D.FLOAT8:
+    if d in D.FLOAT8:
         raise NotImplementedError(f"\"arange_cpu\" not implemented for '{d._torch_name}'")
-    return D.get_default_dtype() if d.category < D.FLOATING else d
+    return D.get_default_dtype() if d.category < D.FLOATING else d     # (complex: _mvlgamma)
 
 
 def _check_p(p):
@@ -314,7 +322,11 @@ def _check_p(p):
 
 def _mvlgamma(xp, x, p):
     p = _check_p(p)
-    out = xp.zeros_like(x) + p * (p - 1) / 4 * _LOG_PI
+    if x.dtype.kind == "c":     # (refused after p's check, before out='s)
+        raise RefusedFirst(f"\"arange_cpu\" not implemented for "
+                           f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
+    # row-major, as PyTorch's sum of lgammas over a new last dim
+    out = xp.full(x.shape, p * (p - 1) / 4 * _LOG_PI, dtype=x.dtype)
     for i in range(p):
         out += _lgamma(xp, x - i / 2)       # lgamma's kernel: its edges (-inf, subnormals)
     return out

@@ -14,6 +14,7 @@ from ember.ops._reduce import (constant, cpu_wide, expand_reduced, int_dim, redu
                                rejecting, row_major, unsqueeze_reduced,
                                require_nonempty, route_to_indices, spread,
                                with_optional_dim)
+from ember.ops._promotion import SAME
 from ember.ops._registry import op
 from ember.ops._scalars import number_arg
 
@@ -248,9 +249,12 @@ def _median_all(name, skip_nan):
 def _median_dim(name, skip_nan):
     def forward(xp, x, dim, keepdim):
         d = int_dim(name, dim, x.ndim)
+        if x.ndim:
+            require_nonempty("median", x.shape, (d,), full=False)
+        if x.dtype.kind in "bc":    # (PyTorch checks the dim first)
+            MEDIAN_DIM.rule(D.FROM_NUMPY[x.dtype], MEDIAN_DIM.name, ())
         if x.ndim == 0:
             return x.copy(), xp.zeros((), dtype=np.int64)
-        require_nonempty("median", x.shape, (d,), full=False)
         index = _median_index(xp, x, d, skip_nan)
         values = xp.take_along_axis(x, index, axis=d)
         if not keepdim:
@@ -262,10 +266,10 @@ def _median_dim(name, skip_nan):
 
 _median = op("median(input)", promote=MEDIAN_ALL)(_median_all("median", False))
 _nanmedian = op("nanmedian(input)", promote=MEDIAN_ALL)(_median_all("nanmedian", True))
-_median_by_dim = op("_median_dim(input, dim, keepdim=False)", promote=MEDIAN_DIM, method=False,
+_median_by_dim = op("_median_dim(input, dim, keepdim=False)", promote=SAME, method=False,
                     namedtuple=return_types.median, grad_fn_name="MedianBackward1")(
     _median_dim("median", False))
-_nanmedian_by_dim = op("_nanmedian_dim(input, dim, keepdim=False)", promote=MEDIAN_DIM,
+_nanmedian_by_dim = op("_nanmedian_dim(input, dim, keepdim=False)", promote=SAME,
                        method=False, namedtuple=return_types.nanmedian,
                        grad_fn_name="NanmedianBackward1")(_median_dim("nanmedian", True))
 for _op in (_median, _nanmedian):

@@ -37,6 +37,8 @@ def _real_float(kernel):
 
 
 def _rounding_rule(d, name, operands):
+    if name == "round" and (d is D.bool_ or d.category == D.COMPLEX):
+        return d        # refused by round's forward: its kernel's name depends on decimals
     if d is D.bool_:
         raise NotImplementedError(f"\"{name}_vml_cpu\" not implemented for 'Bool'")
     if d.category == D.COMPLEX:
@@ -327,6 +329,10 @@ def _polygamma(xp, x, n):
     n = int64_arg(n, "polygamma", "n", 1)
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if x.dtype.kind == "c":     # (after n's check; PyTorch's kernel for n = 0, 1 is named so)
+        kernel = ("digamma", "trigamma")[n] if n < 2 else "polygamma"
+        raise NotImplementedError(f"\"{kernel}\" not implemented for "
+                                  f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
     out = special_of(xp).polygamma(n, x).astype(x.dtype, copy=False)
     if n >= 1:
         # PyTorch's series gives NaN (not the limit) at -inf for n = 1, at +inf for n >= 2
@@ -354,7 +360,9 @@ digamma = unary("digamma(input)", lambda xp, x: special_of(xp).digamma(x),
                 scalars=False)
 polygamma = unary("polygamma(n, input)", _polygamma,
                   lambda grad, x, n: grad * polygamma(n + 1, x),
-                  doc="The ``n``-th derivative of the digamma function.", promote=REAL_NAMED,
+                  doc="The ``n``-th derivative of the digamma function.",
+                  promote=Policy("polygamma", lambda d, name, operands: d if d.category ==
+                                 D.COMPLEX else REAL_NAMED.rule(d, name, operands)),
                   inputs=("input",), method=False, inplace=False, scalars=False)
 
 
@@ -401,12 +409,11 @@ trunc = _rounding("trunc", "Each element rounded toward zero.")
 def _round(xp, x, decimals):
     given = decimals is not None            # PyTorch's round.decimals overload, even for 0
     decimals = int64_arg(decimals, "round", "decimals") if given else 0
-    if x.dtype.kind in "iu":
-        if decimals == 0 and given:
-            raise NotImplementedError(f"\"round_vml_cpu\" not implemented for "
-                                      f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
-        if decimals != 0:
-            raise NotImplementedError(f"\"round_cpu\" not implemented for "
+    if x.dtype.kind in "iubc":
+        # integers are copied, unless decimals is given (even 0): bool and complex never
+        if given or x.dtype.kind in "bc":
+            kernel = "round_vml_cpu" if decimals == 0 else "round_cpu"
+            raise NotImplementedError(f"\"{kernel}\" not implemented for "
                                       f"'{D.FROM_NUMPY[x.dtype]._torch_name}'")
         return x.copy(order="K")
     if decimals == 0:

@@ -2,7 +2,6 @@
 module gathers those registered with ``namespace="special"`` and PyTorch's names for
 top-level ops."""
 
-from ember import _dtype
 from ember import ops as _ops
 
 globals().update(_ops.namespace_functions("special"))
@@ -14,18 +13,19 @@ _SAME_NAME = ("digamma", "erf", "erfc", "erfinv", "exp2", "expm1", "i0", "log1p"
               "xlogy")
 _RENAMED = {"expit": "sigmoid", "gammaln": "lgamma", "psi": "digamma",
             "multigammaln": "mvlgamma", "gammainc": "igamma", "gammaincc": "igammac"}
-globals().update({name: _TOP[name] for name in _SAME_NAME})
-globals().update({name: _TOP[target] for name, target in _RENAMED.items()})
+# each its own entry point, whose TypeErrors name it ``special_<name>()`` as PyTorch's do
+globals().update({name: _ops._alias_entry(f"special_{name}", _TOP[name], "function")
+                  for name in _SAME_NAME})
+globals().update({name: _ops._alias_entry(f"special_{name}", _TOP[target], "function")
+                  for name, target in _RENAMED.items()})
 _round = _TOP["round"]
 del _TOP
 
 
 def round(input, *, decimals=0, out=None):  # noqa: A001 (PyTorch's name)
-    """``ember.round`` for floating-point tensors: torch.special.round has no kernel for
-    bool or integer ones (ember.round copies those)."""
-    from ember._tensor import Tensor
-    if isinstance(input, Tensor) and input.dtype.category < _dtype.FLOATING:
-        kernel = "round_vml_cpu" if decimals == 0 else "round_cpu"
-        raise NotImplementedError(f'"{kernel}" not implemented for '
-                                  f"'{input.dtype._torch_name}'")
+    """``ember.round`` with ``decimals`` always given: no kernel for bool or integer tensors
+    (ember.round copies those when decimals is not given)."""
     return _round(input, decimals=decimals, out=out)
+
+
+round = _ops._renaming("special_round", round)  # noqa: A001 - its TypeErrors name special_round
