@@ -182,7 +182,7 @@ def _(grad, x, dim, keepdim, dtype):
 def _prod_dims(dim, ndim, keepdim=False):
     # PyTorch's prod has two forms, prod(input) and prod(input, dim, keepdim): a dim of None
     # is the first one, which takes no keepdim
-    if isinstance(dim, (tuple, list)) or (dim is None and keepdim):
+    if (dim is not None and not hasattr(dim, "__index__")) or (dim is None and keepdim):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     return reduction_dims(dim, ndim)
 
@@ -450,9 +450,9 @@ def norm(xp, x, p, dim, keepdim, dtype):
         return matrix_norm_forward(xp, x, p, matrix, keepdim, dtype)
     order = _norm_order(p)
     dims = reduction_dims(dim, x.ndim)
-    x = _norm_dtype(x, dtype)
-    if order < 0 or order == _INF:
+    if order < 0 or order == _INF:      # (before dtype='s checks, as PyTorch)
         _require_identity(order, x.shape, as_written(dim, dims), is_all(dim))
+    x = _norm_dtype(x, dtype)
     real = x.real.dtype if x.dtype.kind == "c" else x.dtype
     a = xp.abs(wide(x))
     # (the arrays' reduction methods: NumPy's functions add a layer of argument handling)
@@ -536,7 +536,10 @@ def _norm_grad_by_broadcast(grad, x, order, norm_, dims):
         at_zero = constant(_is_zero, x).bool()
         slope = x.sgn() * x.abs().pow(order - 1).masked_fill(at_zero, 0)
         return slope * grad * norm_.pow(1 - order)
-    scaled = (grad / norm_.pow(order - 1)).masked_fill(at_zero_norm, 0)
+    # the denominator masked too: a forward-mode tangent (the derivative in grad) is then 0
+    # where the norm is, not 0 / 0
+    scaled = (grad / norm_.pow(order - 1).masked_fill(at_zero_norm, 1)).masked_fill(
+        at_zero_norm, 0)
     if order < 2:
         return x.sgn() * x.abs().pow(order - 1) * scaled
     return x * x.abs().pow(order - 2) * scaled
