@@ -274,10 +274,9 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     hooks = node._tensor_pre_hooks
     if hooks:       # (hooks, retained and captured gradients see the shapes recorded for a
         buf = conform_reshaped(node, buf)   # node's outputs: see _reshaped_outputs)
-        for nr, fns in hooks.items():
-            if buf[nr] is not None:
-                for fn in list(fns.values()):
-                    buf[nr] = _hooked(fn, buf[nr])
+        for nr, fns in hooks.items():   # (as PyTorch: also given None, no gradient there)
+            for fn in list(fns.values()):
+                buf[nr] = _hooked(fn, buf[nr])
     if node._retains:
         buf = conform_reshaped(node, buf)
         for nr, ref in node._retains.items():
@@ -307,10 +306,14 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     for g in buf:
         if g is not None:
             break
-    else:                               # no gradient flowed into this node: PyTorch runs it
-        if node._post_hooks:            # all the same, its hooks seeing None gradients
-            return _run_post_hooks(node, [None] * len(node._edges), buf)
-        return None
+    else:       # no gradient flowed into this node: PyTorch runs it all the same, then frees it
+        if not _calls_backward_unreached(node):     # (an op's derivative gives None then)
+            grads_in = None
+            if node._post_hooks:        # (its hooks see None gradients)
+                grads_in = _run_post_hooks(node, [None] * len(node._edges), buf)
+            if not retain_graph:
+                node._release()
+            return grads_in
     grads_in = node.apply(buf)      # (its errors, a NaN found too: see _warn_failed)
     if _ANOMALY[0] and anomaly.CHECK_NAN[0]:
         _check_nan(node, grads_in)
@@ -323,11 +326,25 @@ def _run_node(node, buf, retain_graph, run_set, target_index, captured, accumula
     return grads_in
 
 
+def _calls_backward_unreached(node):
+    """Whether a node no gradient reached still computes: a custom Function's backward is
+    called (with zeros for its gradients, unless it set_materialize_grads(False))."""
+    if isinstance(node, OpNode):
+        return False
+    from ember.autograd.function import BackwardFunction
+    return isinstance(node, BackwardFunction)
+
+
 def _unneeded_as_none(node, grads_in, run_set):
     """``grads_in`` with None for the edges that lead to no target of ``autograd.grad``: what
-    a node's hooks see there, as PyTorch's kernels compute only the gradients needed."""
-    return [g if nxt is not None and (nxt in run_set or _joins(nxt, run_set)) else None
-            for g, (nxt, _) in zip(grads_in, node._edges)] + list(grads_in[len(node._edges):])
+    a node's hooks see there, as PyTorch's kernels compute only the gradients needed (but all
+    of a sequence input's, cat's or stack's, when one of them is needed)."""
+    needed = [nxt is not None and (nxt in run_set or _joins(nxt, run_set))
+              for nxt, _ in node._edges]
+    if node.op.seq_inputs and any(needed):
+        return grads_in
+    return [g if keep else None for g, keep in zip(grads_in, needed)] \
+        + list(grads_in[len(node._edges):])
 
 
 def _run_pre_hooks(node, buf):
@@ -425,6 +442,8 @@ def _hooked(fn, grad):
     out = fn(grad)
     if out is None:
         return grad
+    if grad is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
     _check_value(fn, grad, out)
     return out
 
@@ -473,8 +492,7 @@ def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
     if pre and target_index is not None and type(accumulate_into_grad) is not list:
         pre = None
     if grad is None:
-        if pre:
-            _run_pre_hooks(node, [None])
+        _run_leaf_unreached(node, pre, target_index, accumulate_into_grad)
         return []
     var = node._variable()
     meta = None if var is None else var._meta
@@ -522,6 +540,26 @@ def _run_leaf(node, grad, probe, target_index, captured, accumulate_into_grad):
     if node._post_hooks:
         _run_post_hooks(node, [], [grad])
     return []
+
+
+def _run_leaf_unreached(node, pre, target_index, accumulate_into_grad):
+    """A leaf's accumulator no gradient reached: as PyTorch's, its hooks all run, seeing None
+    (the accumulator's own ones not for autograd.grad), and nothing accumulates."""
+    var = node._variable()
+    meta = None if var is None else var._meta
+    hooks = None if meta is None else meta.get("hooks")
+    for fn in list(hooks.values()) if hooks else ():
+        _hooked(fn, None)
+    if pre:
+        _run_pre_hooks(node, [None])
+    if var is None or not var._requires_grad or (
+            target_index is not None and type(accumulate_into_grad) is not list):
+        return
+    post = None if meta is None else meta.get("post_acc_hooks")
+    if post:
+        _run_post_accumulate(post, var)
+    if node._post_hooks:
+        _run_post_hooks(node, [], [None])
 
 
 def _held_only_here(grad, probe):

@@ -604,6 +604,10 @@ def apply_function(cls, args, kwargs):
             a.__class__ = _DualTensor
     outputs = output if isinstance(output, tuple) else (output,)
     pushed = pushed if isinstance(pushed, tuple) else (pushed,)
+    for i, t in enumerate(pushed):      # (PyTorch checks the types before the count)
+        if t is not None and not isinstance(t, Tensor):
+            raise RuntimeError(f"expected Variable or None (got {type(t).__name__}) for grad "
+                               f"output {i}.")
     if len(pushed) != len(outputs):
         raise RuntimeError(f"Function's jvp returned an invalid number of forward gradients "
                            f"(expected {len(outputs)} but got {len(pushed)})")

@@ -38,11 +38,7 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors):
         """Keep tensors (or None) for backward; read them back as ``ctx.saved_tensors``."""
-        for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{i} is of type {type(t).__name__}")
-        self._to_save = tensors
+        self._to_save = tensors     # (checked once the call records, as PyTorch checks them)
 
     @property
     def saved_tensors(self):
@@ -152,9 +148,10 @@ class BackwardFunction(FunctionCtx, Node):
                 raise RuntimeError(f"function {self.name()} returned a gradient different than "
                                    f"None at position {i + 1}, but the corresponding forward "
                                    f"input was not a Variable")
-        # one gradient per edge: per tensor argument (non-tensor ones have no edge)
-        return [self._conformed(i, g) if needed and isinstance(g, Tensor) else
-                (g if needed else None) for i, (g, needed, meta) in enumerate(zip(
+        # one gradient per edge: per tensor argument (non-tensor ones have no edge); one for
+        # an input that needs none stays as returned (unchecked; the node's hooks see it)
+        return [self._conformed(i, g) if needed and isinstance(g, Tensor) else g
+                for i, (g, needed, meta) in enumerate(zip(
                     result, self.needs_input_grad, self._in_meta)) if meta is not False]
 
     def _conformed(self, index, grad):
@@ -282,6 +279,8 @@ class Function(FunctionCtx, metaclass=FunctionMeta):     # (PyTorch's is a Funct
         """Run forward and record one graph node for the call."""
         if cls.setup_context is not Function.setup_context:
             args, kwargs = _bind_forward_args(cls, args, kwargs)
+        elif kwargs:
+            args, kwargs = _keywords_made_positional(cls, args, kwargs)
         from ember.func._batched import STATE as _VMAP
         if _VMAP.levels:                # (PyTorch checks these first)
             _check_vmappable(cls, Function)
@@ -368,10 +367,39 @@ def _bind_forward_args(cls, args, kwargs):
     return bound.args, bound.kwargs
 
 
+def _keywords_made_positional(cls, args, kwargs):
+    """A ctx-style ``forward``'s keyword arguments made positional, as PyTorch passes them:
+    every positional parameter up to the last one named must be given (a gap is an error)."""
+    import inspect
+    params = [p.name for p in list(inspect.signature(cls.forward).parameters.values())[1:]
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for name in kwargs:
+        if name not in params:
+            raise TypeError(f"forward() got an unexpected keyword argument '{name}'")
+        if params.index(name) < len(args):
+            raise TypeError(f"forward() got multiple values for argument '{name}'")
+    args = list(args)
+    for i in range(len(args), max(map(params.index, kwargs)) + 1):
+        if params[i] not in kwargs:
+            raise TypeError(f"forward() missing required argument: '{params[i]}' (position {i})")
+        args.append(kwargs[params[i]])
+    return tuple(args), {}
+
+
 def _version_of(t):
     """``t``'s version counter, 0 for None (read directly: an inference tensor, saved in
     inference mode, has no ``_version`` to read)."""
     return 0 if t is None or t._vc is None else t._vc.value
+
+
+_DIRTY_VIEW_OF_SEVERAL = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function "
+    "cannot return more than one Tensor. This is not supported by the current autograd engine. "
+    "You should either make sure the input is not a view (using .clone() for example) or make "
+    "your Function only return one Tensor (potentially splitting it into two Functions: one "
+    "doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
+    "this change.")
 
 
 def _wrap_outputs(ctx, args, output, record):
@@ -382,9 +410,14 @@ def _wrap_outputs(ctx, args, output, record):
         t._bump_version()
     non_diff = {id(t) for t in ctx._non_differentiable}
     inputs = {id(a) for a in args if isinstance(a, Tensor)}
+    if dirty and not dirty <= {id(o) for o in outputs}:
+        raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                           "returned as output. The inputs that are modified inplace must all "
+                           "be outputs of the Function.")
     wrapped = []
     for out in outputs:
-        if isinstance(out, Tensor) and id(out) in inputs and id(out) not in dirty:
+        if isinstance(out, Tensor) and id(out) in inputs and (
+                id(out) not in dirty or id(out) in non_diff and _tracks(out)):
             if id(out) in non_diff:     # (as PyTorch: the same memory, no view to track)
                 out = Tensor.detach(out)
                 non_diff.add(id(out))
@@ -392,16 +425,14 @@ def _wrap_outputs(ctx, args, output, record):
                 from ember.ops.indexing import alias_of
                 out = alias_of(out)            # an input returned as-is becomes a view of it
         wrapped.append(out)
-    if dirty and not dirty <= {id(o) for o in wrapped}:
-        raise RuntimeError("Some elements marked as dirty during the forward method were not "
-                           "returned as output. The inputs that are modified inplace must all "
-                           "be outputs of the Function.")
     ctx.n_outputs = len(wrapped)
     ctx._out_meta = tuple((o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None
                           for o in wrapped)
     for nr, out in enumerate(wrapped):
         if not isinstance(out, Tensor):
             continue
+        if id(out) in dirty and record and out._view is not None and len(wrapped) > 1:
+            raise RuntimeError(_DIRTY_VIEW_OF_SEVERAL)
         if id(out) in dirty and record and out._grad_fn is None and out._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad has been used in an "
                                "in-place operation.")
@@ -422,6 +453,12 @@ def _wrap_outputs(ctx, args, output, record):
             elif out._view is not None:     # writing into it in place is an error
                 out._meta = dict(out._meta or (), function_view=(
                     type(ctx)._function.__name__, nr, _several_differentiable(wrapped, non_diff)))
+    bad = [i for i, t in enumerate(ctx._to_save) if t is not None and not isinstance(t, Tensor)]
+    if bad and record:
+        raise TypeError("save_for_backward can only save variables, but argument "
+                        f"{bad[0]} is of type {type(ctx._to_save[bad[0]]).__name__}")
+    if bad:                             # (nothing records: nothing is kept)
+        ctx._to_save = ()
     if record and _inference.MADE[0]:
         _inference.check_saved(ctx._to_save, all_saved=True)
     ctx._saved = tuple((t, _version_of(t)) for t in ctx._to_save)

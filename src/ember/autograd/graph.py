@@ -332,7 +332,8 @@ class OpNode(Node):
         if last < 0:                    # (counted from the start: all kept but the first)
             last += len(kept)
         self._released = Packed(hooks, inputs, outs, kept, params, template,
-                                self.op.packs_reversed, last, flipped)
+                                self.op.packs_reversed or _pack_order(self.op, packed),
+                                last, flipped)
         if params:
             self._params = template[0]
         if inputs:
@@ -490,6 +491,20 @@ def _packed_params(params, positions):
                   type(p)([_PACKED if isinstance(e, Tensor) else e for e in p])
                   if isinstance(p, (tuple, list)) else p
                   for i, p in enumerate(params)]), positions
+
+
+def _pack_order(op, packed):
+    """The order saved-tensor hooks get an op's saved inputs in (positions among them), None
+    for as given: PyTorch's nodes save them sorted by name (mul packs other, then self; a
+    method's ``input`` is its ``self`` there)."""
+    names = op.input_names
+    if op.seq_inputs or len(packed) != len(names):
+        return None
+    if names[0] == "input" and (op.method_name or op.namespace == "special"):
+        names = ("self",) + names[1:]
+    at = [i for i, p in enumerate(packed) if p]
+    order = sorted(range(len(at)), key=lambda k: names[at[k]])
+    return None if order == sorted(order) else order
 
 
 def is_result_key(key):

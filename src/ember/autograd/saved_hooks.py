@@ -144,7 +144,8 @@ class Packed:
     (``x[idx]``'s idx: ``Op.versioned_params``), the tensors its forward kept (NOTE [Kept
     values] in ops/_registry.py: cross_entropy's stand-in for PyTorch's saved log-softmax,
     packed first as PyTorch packs that), its saved inputs (in reverse for an op that
-    ``packs_reversed``), the last ``kept_last`` kept tensors (nll_loss's total weight,
+    ``packs_reversed``; ``reverse`` may also be the order, a list of their positions), the
+    last ``kept_last`` kept tensors (nll_loss's total weight,
     which PyTorch saves after the inputs), then its outputs. The inputs at ``flipped``
     (positions among them) were packed as their ``t()``, and are unpacked transposed back."""
 
@@ -165,8 +166,13 @@ class Packed:
             # the index tensors among the params come first (PyTorch's x[idx] packs idx)
             self._param_values = [pack(t) for t in params]
             values = [pack(t) for t in kept[:first]]
-            if reverse:                 # (gather: PyTorch packs index, then self)
-                values += [pack(t) for t in reversed(shown)][::-1]
+            if reverse is True:         # (gather: PyTorch packs index, then self)
+                reverse = list(range(len(shown)))[::-1]
+            if reverse:
+                ordered = [None] * len(shown)
+                for k in reverse:
+                    ordered[k] = pack(shown[k])
+                values += ordered
             else:
                 values += [pack(t) for t in shown]
             values += [pack(t) for t in kept[first:]]
@@ -195,10 +201,15 @@ class Packed:
         start = len(self._kept_edges) - self._kept_last
         values = self._values[start:start + len(self._edges)]
         flipped = self._flipped
-        if self._reverse:               # (unpacked in the order packed, as PyTorch does)
-            n = len(values) - 1
-            return self._with_history(values[::-1], self._edges[::-1],
-                                      [n - k for k in flipped])[::-1]
+        order = self._reverse
+        if order:                       # (unpacked in the order packed, as PyTorch does)
+            got = self._with_history([values[k] for k in order],
+                                     [self._edges[k] for k in order],
+                                     [j for j, k in enumerate(order) if k in flipped])
+            out = [None] * len(order)
+            for j, k in enumerate(order):
+                out[k] = got[j]
+            return out
         return self._with_history(values, self._edges, flipped)
 
     def kept(self):

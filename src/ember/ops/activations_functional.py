@@ -53,16 +53,19 @@ _FROM_RESULT = {"nn.functional.leaky_relu": ("_leaky_relu_inplace", ()),
 
 def relu(input, inplace=False):
     """``max(input, 0)`` elementwise (in place if ``inplace``)."""
+    if inplace:
+        return relu_(input)
     if not hasattr(input, "relu"):      # the op's TypeError ("must be Tensor, not list")
-        if inplace:
-            raise TypeError("relu_(): argument 'input' (position 1) must be Tensor, not "
-                            f"{type(input).__name__}")
         return _op("relu").function(input)
-    return input.relu_() if inplace else input.relu()
+    return input.relu()
 
 
 def relu_(input):
     """``relu`` in place."""
+    if not hasattr(input, "relu_"):
+        from ember.ops._dims import type_name
+        raise TypeError("relu_(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type_name(input)}")
     return input.relu_()
 
 

@@ -73,15 +73,16 @@ def _dropout(input, p, train, inplace=False, feature=False, alpha=False, generat
 def _check_args(input, train, feature, alpha, inplace):
     """The argument parser's checks of ``torch.<variant>(input, p, train)``: a tensor input
     (even where p == 0 returns it as is) and a bool ``train``."""
-    if isinstance(input, Tensor) and isinstance(train, (bool, np.bool_)):
+    if isinstance(input, Tensor) and type(train) is bool:   # (a NumPy bool is refused too)
         return
+    from ember.ops._dims import type_name
     name = f"{'feature_' if feature else ''}{'alpha_' if alpha else ''}dropout" \
         f"{'_' if inplace else ''}"
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(input).__name__}")
+                        f"{type_name(input)}")
     raise TypeError(f"{name}(): argument 'train' (position 3) must be bool, not "
-                    f"{type(train).__name__}")
+                    f"{type_name(train)}")
 
 
 def _masked(input, p, inplace, feature, alpha, generator):
