@@ -28,7 +28,10 @@ _KNOWN = {
 # Programs where ember still differs (reported, not fixed this round): log_softmax of an
 # empty input needing grad with a complex dtype= (PyTorch refuses "_log_softmax does not
 # support automatic differentiation for outputs with complex dtype.")
-_OPEN = {"complex log_softmax of an empty input": (213,)}
+_OPEN = {"complex log_softmax of an empty input": (213,),
+         # vector_norm's forward-mode tangent at a zero norm for p > 1, p != 2: 0 / 0 (a
+         # fix that masks the denominator changed the double-backward graph torch builds)
+         "norm tangent at a zero norm": (411, 761)}
 # Programs that found ember bugs (each fixed; the range holds hundreds more, on which the
 # masked ops cast before reducing rather than after, took an identity where PyTorch has none
 # or none where it has one, refused int var, and so on): a scan of a 0-d bool, amax of an

@@ -536,10 +536,7 @@ def _norm_grad_by_broadcast(grad, x, order, norm_, dims):
         at_zero = constant(_is_zero, x).bool()
         slope = x.sgn() * x.abs().pow(order - 1).masked_fill(at_zero, 0)
         return slope * grad * norm_.pow(1 - order)
-    # the denominator masked too: a forward-mode tangent (the derivative in grad) is then 0
-    # where the norm is, not 0 / 0
-    scaled = (grad / norm_.pow(order - 1).masked_fill(at_zero_norm, 1)).masked_fill(
-        at_zero_norm, 0)
+    scaled = (grad / norm_.pow(order - 1)).masked_fill(at_zero_norm, 0)
     if order < 2:
         return x.sgn() * x.abs().pow(order - 1) * scaled
     return x * x.abs().pow(order - 2) * scaled
