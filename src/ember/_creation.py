@@ -720,10 +720,18 @@ def _rebuild_tensor(cls, array, requires_grad, gpu=None):
     return t
 
 
+_TENSOR_SETSTATE = Tensor.__setstate__
+
+
 def _rebuild_from_type(func, args, state):
-    """``func(*args)`` given the attributes ``state`` (its class's ``__setstate__`` sees them)."""
+    """``func(*args)`` given the attributes ``state``: a subclass's own ``__setstate__`` sees
+    them, Tensor's (legacy states only, as PyTorch's) does not."""
     t = func(*args)
-    t.__setstate__(state)
+    own = type(t).__setstate__      # (a subclass's entry wraps Tensor's: see overrides)
+    if getattr(own, "__wrapped__", own) is _TENSOR_SETSTATE:
+        t.__dict__.update(state)
+    else:
+        t.__setstate__(state)
     return t
 
 

@@ -43,7 +43,8 @@ class dtype:
         if self.category == COMPLEX:
             return self
         if self not in _COMPLEX_OF:
-            raise RuntimeError(f"Unknown Complex ScalarType for {self._torch_name}")
+            # (a PromotionError: an operand's shape check comes first, as in PyTorch)
+            raise PromotionError(f"Unknown Complex ScalarType for {self._torch_name}")
         return _COMPLEX_OF[self]
 
     def __repr__(self):

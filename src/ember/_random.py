@@ -11,7 +11,6 @@ are drawn on the host and uploaded.
 
 import functools
 import json
-import math
 
 import numpy as np
 
@@ -21,12 +20,13 @@ from ember._creation import (_finish, _out_device, _out_dtype, _place, _target,
                              offered_to_overrides, pinned)
 from ember._device import as_device, get_default_device
 from ember._from_data import _tp_name
-from ember._sizes import _size, _size_args
+from ember._sizes import _size
 from ember.backend import (DEVICE_KERNELS, XP_BY_ARRAY_TYPE, cuda_available, cuda_backend,
                            device_assert, device_guard, device_of, host_array, on_device_of,
                            xp_of)
 from ember._tensor import Tensor, _make
 from ember._random_checks import (NO_CUDA_GENERATOR, _as_float, _barebones,  # noqa: F401
+                                  _NOT_GIVEN, _parsed_size, _parser_error, _randint_args,
                                   _check_like_bounds, _check_long, _check_permutation_dtype,
                                   _check_random_bounds, _check_size_given, _check_std,
                                   _continuous, _float_dtype, _normal_dtype,
@@ -303,11 +303,12 @@ def rand(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, d
     if pin_memory:
         return pinned(rand(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                            requires_grad=requires_grad), True)
-    dtype = _float_dtype(_out_dtype(dtype, out, "rand"), "check_uniform_bounds")
-    _barebones(dtype, "check_uniform_bounds", wide_unsigned=False)
+    sizes = _parsed_size(sizes, size, "rand")
+    dtype = _out_dtype(dtype, out, "rand")
     device = _out_device(device, out)
-    _check_size_given(sizes, size, "rand")
-    shape = _size(_size_args(sizes, size, "rand"))
+    shape = _size(sizes)
+    dtype = _float_dtype(dtype, "check_uniform_bounds")
+    _barebones(dtype, "check_uniform_bounds", wide_unsigned=False)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1])
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -324,10 +325,10 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     if pin_memory:
         return pinned(randn(*sizes, size=size, generator=generator, dtype=dtype, device=device,
                             requires_grad=requires_grad), True)
+    sizes = _parsed_size(sizes, size, "randn")
     dtype = _out_dtype(dtype, out, "randn")
     device = _out_device(device, out)
-    _check_size_given(sizes, size, "randn")
-    shape = _size(_size_args(sizes, size, "randn"))
+    shape = _size(sizes)
     dtype = _normal_dtype(dtype, shape)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal")
     if drawn is not None:
@@ -338,30 +339,19 @@ def randn(*sizes, size=None, generator=None, out=None, dtype=None, layout=None, 
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
-def randint(low=0, high=None, size=None, *, generator=None, out=None, dtype=None,
+def randint(low=_NOT_GIVEN, high=None, size=None, *more, generator=None, out=None, dtype=None,
             layout=None, device=None, requires_grad=False):
     """Integers drawn uniformly from [low, high)."""
     _check_generator(generator, "randint")
     check_requires_grad(requires_grad, "randint")
-    position = ""
-    if size is None:                        # randint(high, size)
-        low, high, size, position = 0, low, high, " (position 2)"
-    elif high is None:                      # randint(high, size=size)
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint(): missing required argument 'size'")
-    if not isinstance(size, (tuple, list)):
-        raise TypeError(f"randint(): argument 'size'{position} must be tuple of ints, not "
-                        f"{type(size).__name__}")
-    if high is None:
-        raise TypeError("randint(): missing required argument 'high'")
-    for name, bound in (("low", low), ("high", high)):      # a float bound would be drawn
-        where = " (position 1)" if position and name == "high" else ""
-        _check_long(bound, f"randint(): argument '{name}'{where}")
+    try:
+        low, high, size = _randint_args(low, high, size, more)
+    except TypeError as error:
+        raise _parser_error(str(error)) from None
+    dtype = _out_dtype(dtype, out, "randint")
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    dtype = _out_dtype(dtype, out, "randint")
     dtype = D.int64 if dtype is None else dtype
     device = _out_device(device, out)
     _barebones(dtype, "random_update_from_to", wide_unsigned=False)
@@ -382,11 +372,15 @@ def randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=Non
     if pin_memory:
         return pinned(randperm(n, generator=generator, dtype=dtype, device=device,
                                requires_grad=requires_grad), True)
-    _check_long(n, "randperm(): argument 'n' (position 1)")
+    try:
+        _check_long(n, "randperm(): argument 'n' (position 1)")
+    except TypeError as error:
+        raise _parser_error(str(error)) from None
     n = n.__index__()
-    if n < 0:
-        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     dtype = _out_dtype(dtype, out, "randperm")
+    if n < 0:       # (PyTorch's out= overload checks n itself; the other makes a tensor of n)
+        raise RuntimeError(f"n must be non-negative, got{n}" if out is not None else
+                           f"Trying to create tensor with negative dimension {n}: [{n}]")
     dtype = D.int64 if dtype is None else dtype
     device = _out_device(device, out)
     _check_permutation_dtype(dtype, n)
@@ -424,6 +418,8 @@ def _vmap_aware(sample, inplace=False):
                 from ember.func._vmap import unbatched_inplace_random
                 unbatched_inplace_random()
         return sample(*args, **kwargs)
+    # (the call reads as ``sample``'s, whose frame holds the arguments by name: _call_site)
+    sampler._ember_forwards = True
     return sampler
 
 
@@ -443,35 +439,28 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     check_requires_grad(requires_grad, "normal")
     _check_generator(generator, "normal")
     if size is not None:                # the (float mean, float std, size) form
-        mean, std = _as_float(mean, std, size), _as_float(std, mean, size)
+        mean, std = _as_float(mean, "mean", 1), _as_float(std, "std", 2)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
-        m = host_array(mean._data) if isinstance(mean, Tensor) else mean
-        s = host_array(std._data) if isinstance(std, Tensor) else std
-        _check_std(std, s)
-        ref = mean if isinstance(mean, Tensor) else std
-        try:
-            shape = np.broadcast_shapes(np.shape(m), np.shape(s))
-        except ValueError:
-            from ember.ops._registry import broadcast_message
-            raise RuntimeError(broadcast_message([np.shape(m), np.shape(s)])) from None
-        _normal_dtype(ref.dtype if out is None else out.dtype, shape)
-        if not math.prod(shape):    # (no draw: the refusals of PyTorch's add of the mean)
-            _empty_normal_checks(ref.dtype, out)
-        rng = _rng_on(generator, ref.device)
-        arr = m + s * rng.standard_normal(shape)
+        check_out_grad((mean, std), "normal", out)
+        if not (isinstance(std, Tensor) and type(std._data) is MetaArray):     # (no values)
+            _check_std(std, host_array(std._data) if isinstance(std, Tensor) else std)
+        from ember._random_inplace import normal_of_tensors
+        result = normal_of_tensors(mean, std, generator, out)
+        if out is not None:
+            return out
         node = "NormalBackward" + ("3" if isinstance(mean, Tensor) and isinstance(std, Tensor)
                                    else "1" if isinstance(mean, Tensor) else "2")
-        return sampled((mean, std), _sample(np.asarray(arr), ref.dtype, ref.device, False),
-                       node, "normal", out)
+        return sampled((mean, std), result, node, "normal")
     if size is None:
         raise TypeError("normal(): with float mean and std a size is required")
     if not isinstance(size, (tuple, list)):
         raise TypeError(f"normal(): argument 'size' must be tuple of ints, not "
                         f"{type(size).__name__}")
-    _check_std(std, std)
     device = _out_device(device, out)
     shape = _size((size,))
-    dtype = _normal_dtype(_out_dtype(dtype, out, "normal"), shape)
+    dtype = _out_dtype(dtype, out, "normal")
+    _check_std(std, std)
+    dtype = _normal_dtype(dtype, shape)
     drawn = _drawn_on_device(generator, shape, dtype, _target(device)[1], "normal", mean, std)
     if drawn is not None:
         return _fill_out(out, _finish(drawn, requires_grad))
@@ -479,35 +468,25 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
     return _fill_out(out, _sample(arr, dtype, device, requires_grad))
 
 
-def _empty_normal_checks(dtype, out):
-    """PyTorch's refusals of ``normal(mean, std)`` of an empty shape with a tensor operand
-    of ``dtype``, where no element is drawn: those of the mean's add and of the copy into
-    ``out``."""
-    if dtype in D.FLOAT8 or dtype in D.WIDE_UNSIGNED:
-        raise NotImplementedError(f"\"add_stub\" not implemented for '{dtype._torch_name}'")
-    if out is not None:
-        if out.dtype in D.FLOAT8:
-            D.promote_types(out.dtype, dtype)
-        if not D.can_cast(dtype, out.dtype):
-            raise RuntimeError(f"result type {dtype._torch_name} can't be cast to the "
-                               f"desired output type {out.dtype._torch_name}")
-
-
 @_vmap_aware
 def bernoulli(input, p=None, *, generator=None, out=None):
     """0/1 samples with probabilities ``input`` (or the scalar ``p``)."""
     _check_generator(generator, "bernoulli")
-    if p is not None:
+    if p is not None and out is not None:       # (PyTorch declares no such overload)
+        raise _parser_error("bernoulli() got an unexpected keyword argument 'out'")
+    check_out_grad((input,), "bernoulli", out)
+    if p is not None and not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
+    # (the kernels, which refuse dtypes, run where there are elements: float8, uint16/32/64
+    # and complex are refused there)
+    if p is not None and input.numel():
         _not_implemented_for(input.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
-        if not 0 <= p <= 1:
-            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
-        if input.numel():       # (float8, uint16/32/64: refused where elements are drawn)
-            _barebones(input.dtype, "bernoulli_scalar_cpu_")
-    else:   # PyTorch fills ``out`` (or a tensor like input) with probabilities ``input``
-        _not_implemented_for((input if out is None else out).dtype,
-                             "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
-        if input.numel():
-            _barebones((input if out is None else out).dtype, "bernoulli_tensor_cpu_self_")
+        _barebones(input.dtype, "bernoulli_scalar_cpu_")
+    elif p is None and input.numel():
+        # PyTorch fills ``out`` (or a tensor like input) with probabilities ``input``
+        self_dtype = (input if out is None else out).dtype
+        _not_implemented_for(self_dtype, "bernoulli_tensor_cpu_self_", (D.COMPLEX,))
+        _barebones(self_dtype, "bernoulli_tensor_cpu_self_")
         _not_implemented_for(input.dtype, "bernoulli_tensor_cpu_p_", (D.COMPLEX,))
     node = "BernoulliBackward0" if p is None else NOT_IMPLEMENTED
     drawn = _drawn_on_device(generator, input.shape, D.float32, input.device)
@@ -515,7 +494,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         return sampled((input,), _make(_below(drawn, input._data if p is None else p)
                                        .astype(input._data.dtype)), node, "bernoulli", out)
     probs = host_array(input._data) if p is None else np.full(input.shape, p)
-    if p is None and input.dtype.category < D.FLOATING:
+    if p is None and input.dtype.category < D.FLOATING and input.numel():
         raise NotImplementedError(f"\"bernoulli_tensor_cpu_p_\" not implemented for "
                                   f"'{input.dtype._torch_name}'")
     if probs.size and not ((probs >= 0) & (probs <= 1)).all():     # NaN fails too
@@ -796,4 +775,4 @@ def _sample_dirichlet(input, generator=None):
 
 
 from ember import _random_inplace  # noqa: E402,F401  (installs Tensor.uniform_, ...)
-from ember.ops.random_nodes import NOT_IMPLEMENTED, sampled  # noqa: E402  (samplers' nodes)
+from ember.ops.random_nodes import NOT_IMPLEMENTED, check_out_grad, sampled  # noqa: E402  (samplers' nodes)

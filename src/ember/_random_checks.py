@@ -8,6 +8,7 @@ import numpy as np
 
 from ember import _dtype as D
 from ember._from_data import _tp_name
+from ember._sizes import _size_args
 from ember._tensor import Tensor
 from ember._warn import outside_level
 
@@ -69,18 +70,18 @@ def _continuous(t, name, c_name=False):
                            f"dtype must be a floating point but you specified {kind}")
 
 
-_SIZE_SIGNATURE = ("(tuple of ints size, *, {}Tensor out = None, torch.dtype dtype = None, "
-                   "torch.layout layout = None, torch.device device = None, bool pin_memory = "
-                   "False, bool requires_grad = False)")
-
-
 def _check_size_given(sizes, size, name):
     """PyTorch's error for a ``rand``/``randn`` call without a size."""
     if not sizes and size is None:
-        raise TypeError(f"{name}() received an invalid combination of arguments - got (), but "
-                        f"expected one of:\n * "
-                        f"{_SIZE_SIGNATURE.format('torch.Generator generator, ')}\n * "
-                        f"{_SIZE_SIGNATURE.format('')}\n")
+        raise _parser_error(f"{name}() missing 1 required positional arguments: \"size\"")
+
+
+def _parser_error(message):
+    """The TypeError of PyTorch's parser for the random function being called, which it
+    declares several times: ``message`` (a parser's error for one signature), or the
+    "invalid combination" listing where several take as many arguments."""
+    from ember.ops._overloads import in_parser_words
+    return TypeError(in_parser_words(message))
 
 
 def _check_long(value, argument):
@@ -116,26 +117,21 @@ def _check_std(std, values):
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
 
 
-_NORMAL_SIGNATURES = (
-    "(Tensor mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)",
-    "(Tensor mean, float std = 1, *, torch.Generator generator = None, Tensor out = None)",
-    "(float mean, Tensor std, *, torch.Generator generator = None, Tensor out = None)",
-    "(float mean, float std, tuple of ints size, *, torch.Generator generator = None, Tensor "
-    "out = None, torch.dtype dtype = None, torch.layout layout = None, torch.device device = "
-    "None, bool pin_memory = False, bool requires_grad = False)")
-
-
-def _as_float(value, other, size):
-    """``normal``'s ``value`` for the form with a size, where PyTorch reads a 0-dim tensor that
-    does not require grad as a float and refuses any other tensor."""
+def _as_float(value, name, position):
+    """``normal``'s ``value`` (its argument ``name``) for the form with a size, where PyTorch
+    reads a 0-dim tensor that does not require grad as a float and refuses any other tensor
+    (with its "invalid combination" error: its four signatures all take a call with a size)."""
     if not isinstance(value, Tensor):
         return value
     if value.ndim == 0 and not value.requires_grad:
-        return float(value.item())
-    got = ", ".join(type(v).__name__ if not isinstance(v, Tensor) else "Tensor"
-                    for v in (value, other, size))
-    raise TypeError(f"normal() received an invalid combination of arguments - got ({got}), "
-                    f"but expected one of:\n" + "".join(f" * {s}\n" for s in _NORMAL_SIGNATURES))
+        item = value.item()
+        if isinstance(item, complex):
+            if item.imag:
+                raise RuntimeError("value cannot be converted to type double without overflow")
+            item = item.real
+        return float(item)
+    raise _parser_error(f"normal(): argument '{name}' (position {position}) must be float, not "
+                        f"Tensor")
 
 
 def _check_like_bounds(low, high):
@@ -153,11 +149,14 @@ _C_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
             D.uint32: "unsigned int", D.float16: "c10::Half"}
 
 
-def _check_random_bounds(dtype, low, high):
-    """PyTorch's check that [low, high) fits ``dtype`` (no silent wrap-around)."""
+def _check_random_bounds(dtype, low, high, given=True):
+    """PyTorch's check that [low, high) fits ``dtype`` (no silent wrap-around); ``given``:
+    whether ``high`` was (else it is the dtype's default)."""
     if dtype.is_complex:
         raise RuntimeError("check_random_bounds handles only integral, floating-point and "
                            "boolean types")
+    if given and dtype in _EXACT_INTEGERS:
+        _check_cast_bounds(dtype, low, high)
     name = _C_NAMES.get(dtype)
     if dtype in _EXACT_INTEGERS:
         _warn_inexact(dtype, low, high)
@@ -181,6 +180,56 @@ _EXACT_INTEGERS = {D.float16: 2 ** 11, D.bfloat16: 2 ** 8, D.float32: 2 ** 24,
                    D.float64: 2 ** 53}
 
 
+def _check_cast_bounds(dtype, low, high):
+    """PyTorch's error for float bounds that meet once cast to ``dtype`` (``_cast_bounds``)."""
+    low, high = _cast_bounds(dtype, low, high)
+    if not low < high:
+        raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' casted "
+                           f"to dtype, but got from={low} >= to={high}")
+
+
+def _check_from_alone(dtype, low):
+    """PyTorch's errors for ``random_(from, None)``, which draws from [from, the top of
+    ``dtype``'s run of exact integers (or its max)]."""
+    if dtype.is_complex:
+        raise RuntimeError("random_from_to_impl handles only integral, floating-point and "
+                           "boolean types")
+    if dtype not in _EXACT_INTEGERS:
+        _check_random_bounds(dtype, low, low + 1, given=False)     # (from's range)
+        return
+    top = _EXACT_INTEGERS[dtype]
+    low = _cast_bounds(dtype, low, top + 1)[0]
+    if not low < top:
+        raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than or equal to "
+                           f"'to_inc' casted to dtype, but got from={low} > to_inc={top}")
+
+
+def _cast_bounds(dtype, low, high):
+    """PyTorch's float ``dtype`` bounds [low, high) as cast: ``low`` moved up to the next
+    number above it that ``dtype`` holds where ``low + 1`` rounds below it, ``high`` down
+    where ``high - 1`` rounds up to it or above."""
+    top = _EXACT_INTEGERS[dtype]
+    if abs(low + 1) <= top and abs(high - 1) <= top:    # (exact integers: cast unchanged)
+        return low, high
+    digits = top.bit_length() - 1
+
+    def cast(v):        # (beyond the dtype's range: unchanged, the range check refuses it)
+        with np.errstate(over="ignore"):
+            c = float(np.array(v, dtype=np.float64).astype(dtype.np))
+        return int(c) if math.isfinite(c) else v
+
+    def step(v):        # the spacing of ``dtype``'s numbers about ``v``
+        return 1 << max(abs(v).bit_length() - 1 - digits + 1, 0)
+
+    above = cast(low + 1)
+    if above < low:
+        low = above + step(low + 1)
+    below = cast(high - 1)
+    if below >= high:
+        high = below - step(high - 1)
+    return low, high
+
+
 def _warn_inexact(dtype, low, high):
     """PyTorch's warnings for integer bounds a float ``dtype`` cannot hold exactly."""
     from ember._storage import _c_type
@@ -201,3 +250,43 @@ def _random_limit(dtype):
     if dtype.category == D.INTEGRAL:
         return int(np.iinfo(dtype.np).max) + 1
     return _EXACT_INTEGERS.get(dtype, 2 ** 24)
+
+
+def _parsed_size(sizes, size, name):
+    """The size ``rand``/``randn`` were given (as ``_size`` reads it), or the TypeError of
+    PyTorch's parser."""
+    _check_size_given(sizes, size, name)
+    try:
+        return _size_args(sizes, size, name)
+    except TypeError as error:
+        if "failed to unpack" in str(error):    # (the parser had taken a signature)
+            raise
+        raise _parser_error(str(error)) from None
+
+
+_NOT_GIVEN = object()
+
+
+def _randint_args(low, high, size, more):
+    """randint's (low, high, size) from its call (high and size, or low, high and size), or
+    the TypeError of PyTorch's parser for the one signature that takes as many."""
+    if more:
+        raise TypeError("randint() takes from 0 to 3 positional arguments")
+    position = ""
+    if size is None:                        # randint(high, size)
+        low, high, size, position = 0, low, high, " (position 2)"
+    elif high is None:                      # randint(high, size=size)
+        low, high = 0, low
+    if low is _NOT_GIVEN or high is _NOT_GIVEN:
+        raise TypeError("randint() missing 1 required positional arguments: \"high\"")
+    if size is None:
+        raise TypeError("randint(): missing required argument 'size'")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint(): argument 'size'{position} must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    if high is None:
+        raise TypeError("randint(): missing required argument 'high'")
+    for name, bound in (("low", low), ("high", high)):      # a float bound would be drawn
+        where = " (position 1)" if position and name == "high" else ""
+        _check_long(bound, f"randint(): argument '{name}'{where}")
+    return low, high, size

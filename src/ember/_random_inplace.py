@@ -4,17 +4,19 @@ and streams of ``ember._random``. A tensor with history gets PyTorch's zero-grad
 meta tensor draws nothing."""
 
 import functools
+import math
 
 import numpy as np
 
 from ember import _dtype as D
 from ember._random import _below, _check_generator, _drawn_on_device, _rng_on, _vmap_aware
-from ember._random_checks import (_barebones, _check_random_bounds, _continuous, _float_dtype,
+from ember._random_checks import (_barebones, _check_from_alone, _check_random_bounds,
+                                  _continuous, _float_dtype,
                                   _not_implemented_for, _random_limit)
 from ember._storage import _c_type
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _make
 from ember._transform_births import STATE as _BIRTHS, refuse_captured
-from ember.backend import cuda_backend, host_array
+from ember.backend import cuda_backend, host_array, loud_fp, quiet_fp
 from ember.backend.meta import MetaArray
 
 
@@ -34,17 +36,27 @@ def _fill_(t, arr, node):
         from ember.ops.conversion import fill_
         fill_(t, 0)
     data = t._data
-    if type(data) is not np.ndarray and type(arr) is not type(data):   # drawn on the host
-        arr = cuda_backend().to_device(np.asarray(arr).astype(data.dtype), data.device.id)
-    elif data.dtype.kind in "iub":
-        arr = np.asarray(arr).astype(data.dtype)
-    data[...] = arr
+    token = quiet_fp()          # (values beyond the dtype's range become inf silently)
+    try:
+        data[...] = _like_data(data, arr)
+    finally:
+        loud_fp(token)
     if not history:
         t._bump_version()
     elif type(t._grad_fn).__name__ == "FillBackward2":     # (a view's node stays as it is)
         from ember.ops._registry import rename_node
         rename_node(t, node)
     return t
+
+
+def _like_data(data, arr):
+    """The samples ``arr`` where they can be written into the backend array ``data``: those
+    drawn on the host uploaded to its device, integers cast."""
+    if type(data) is not np.ndarray and type(arr) is not type(data):   # drawn on the host
+        return cuda_backend().to_device(np.asarray(arr).astype(data.dtype), data.device.id)
+    if data.dtype.kind in "iub":
+        return np.asarray(arr).astype(data.dtype)
+    return arr
 
 
 def _check_floats(fn, *values):
@@ -65,23 +77,35 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kw):
         refuse_captured(self, "aten::uniform_")
     _float_dtype(self.dtype, "check_uniform_bounds")
     _barebones(self.dtype, "check_uniform_bounds", wide_unsigned=False)
-    _check_uniform_bounds(self.dtype, from_, to)
+    if self.dtype.is_complex and not self.numel():     # (PyTorch checks the real view's bounds
+        return _fill_(self, np.zeros(self.shape), "UniformBackward0")   # where it draws)
+    _check_uniform_bounds(self.dtype.to_real(), from_, to)
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found "
                            f"from={from_:g} > to={to:g}")
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "uniform", from_,
-                             to)
-    if drawn is not None:
-        return _fill_(self, drawn, "UniformBackward0")
-    drawn = from_ + (to - from_) * _rng_on(generator, self.device).random(self.shape)
-    return _fill_(self, drawn, "UniformBackward0")
+    return _fill_(self, _parts(self, generator, "uniform", from_, to), "UniformBackward0")
+
+
+def _parts(t, generator, kind, a, b):
+    """Samples for ``t`` of ``kind`` "uniform" (on [a, b)) or "normal" (mean a, std b); a
+    complex ``t`` gets them for its real and its imaginary part, each (PyTorch's sampler of
+    the real view)."""
+    shape = tuple(t.shape) + ((2,) if t.dtype.is_complex else ())
+    drawn = _drawn_on_device(generator, shape, t.dtype.to_real(), t.device, kind, a, b)
+    if drawn is None:
+        rng = _rng_on(generator, t.device)
+        token = quiet_fp()      # (PyTorch overflows to inf silently)
+        try:
+            drawn = a + (b - a) * rng.random(shape) if kind == "uniform" else \
+                a + b * rng.standard_normal(shape)
+        finally:
+            loud_fp(token)
+    return drawn[..., 0] + 1j * drawn[..., 1] if t.dtype.is_complex else drawn
 
 
 def _check_uniform_bounds(dtype, from_, to):
     """PyTorch's errors for uniform_ bounds outside ``dtype``'s finite range, or whose span
     overflows it."""
-    if dtype.is_complex:
-        return
     top = float(D.finfo(dtype).max)
     name = _c_type(dtype)
     for what, bound in (("from", from_), ("to", to)):
@@ -105,12 +129,80 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     if self.numel():            # (PyTorch's kernel, which refuses dtypes, skips no elements)
         _float_dtype(self.dtype, "normal_kernel_cpu")
         _barebones(self.dtype, "normal_kernel_cpu", wide_unsigned=False)
-    drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "normal", mean,
-                             std)
-    if drawn is not None:
-        return _fill_(self, drawn, "NormalBackward0")
-    drawn = mean + std * _rng_on(generator, self.device).standard_normal(self.shape)
-    return _fill_(self, drawn, "NormalBackward0")
+    # (a complex tensor's parts each get half the variance)
+    part_std = std / math.sqrt(2) if self.dtype.is_complex else std
+    return _fill_(self, _parts(self, generator, "normal", mean, part_std), "NormalBackward0")
+
+
+def normal_of_tensors(mean, std, generator, out):
+    """``normal`` with a tensor ``mean`` or ``std``, computed as PyTorch does: its output
+    (``out``, else a tensor like that operand) resized to the broadcast shape (of the mean
+    and ``out`` where std is a number), filled by ``normal_``, scaled by a tensor ``std`` and
+    shifted by the mean in place, so that their refusals of dtypes are PyTorch's."""
+    ref = mean if isinstance(mean, Tensor) else std
+    if out is None and not _BIRTHS.levels and ref.dtype in _PLAIN_FLOATS:
+        fast = _plain_normal(mean, std, ref, generator)
+        if fast is not None:
+            return fast
+    import ember
+    from ember.ops._out import warn_resized
+    from ember.ops._registry import broadcast_message
+    output = ember.empty_like(ref, memory_format=ember.contiguous_format) if out is None \
+        else out
+    shapes = [tuple(mean.shape) if isinstance(mean, Tensor) else (),
+              tuple(std.shape) if isinstance(std, Tensor) else tuple(output.shape)]
+    try:
+        shape = shapes[0] if shapes[0] == shapes[1] else np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise RuntimeError(broadcast_message(shapes)) from None
+    with ember.no_grad():
+        if tuple(output.shape) != shape:
+            if output.numel():
+                warn_resized(output.shape, shape)
+            output.resize_(shape)
+        output.normal_(0.0, 1.0 if isinstance(std, Tensor) else std, generator=generator)
+        if isinstance(std, Tensor):
+            output.mul_(std)
+        output.add_(mean if isinstance(mean, Tensor) else
+                    ember.full((), mean, dtype=output.dtype, device=output.device))
+    return output
+
+
+_PLAIN_FLOATS = (D.float32, D.float64)
+_FLOAT_MAX = {dtype: float(np.finfo(dtype.np).max) for dtype in _PLAIN_FLOATS}
+
+
+def _plain_normal(mean, std, ref, generator):
+    """``normal_of_tensors`` without ``out`` in one pass, where its steps cannot refuse or
+    warn: operands of ``ref``'s shape, dtype (float32/64) and device, or Python numbers; the
+    same samples, rounded as its ``normal_``, ``mul_`` and ``add_`` round them. None
+    elsewhere (nothing drawn)."""
+    device = ref.device
+    for value in (mean, std):
+        if isinstance(value, Tensor):
+            if value is not ref and (value.dtype is not ref.dtype or value.shape != ref.shape
+                                     or value.device != device):
+                return None
+        elif not (type(value) is float or type(value) is int and abs(value) < 2 ** 53):
+            return None
+    data = ref._data
+    if type(data) is MetaArray or not isinstance(mean, Tensor) and \
+            float("inf") != abs(mean) > _FLOAT_MAX[ref.dtype]:      # (add_ refuses it)
+        return None
+    scale = 1.0 if isinstance(std, Tensor) else std
+    shape = tuple(ref.shape)
+    drawn = _drawn_on_device(generator, shape, ref.dtype, device, "normal", 0.0, scale)
+    token = quiet_fp()          # (PyTorch overflows to inf silently)
+    try:
+        if drawn is None:       # (as normal_ draws them)
+            drawn = np.asarray(0.0 + scale * _rng_on(generator, device).standard_normal(shape))
+        arr = _like_data(data, drawn).astype(data.dtype)       # (a fresh row-major array)
+        if isinstance(std, Tensor):
+            arr *= std._data
+        arr += mean._data if isinstance(mean, Tensor) else data.dtype.type(mean)
+    finally:
+        loud_fp(token)
+    return _make(arr)
 
 
 _UNSET = object()
@@ -124,16 +216,20 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
         node, from_, to = "RandomBackward2", 0, None
     elif to is _UNSET or from_ is _UNSET:               # random_(to)
         node, from_, to = "RandomBackward1", 0, from_ if to is _UNSET else to
-        _check_random_ints(to)
+        _check_random_ints(("to", to))
     else:                                               # random_(from, to), to may be None
         node = "RandomBackward0"
-        _check_random_ints(*(b for b in (from_, to) if b is not None))
+        _check_random_ints(("from", from_), *((("to", to),) if to is not None else ()))
     if _BIRTHS.levels:
         refuse_captured(self, _RANDOM_OVERLOADS[node])
-    if node == "RandomBackward2":
+    if node == "RandomBackward2":   # (no kernel, which refuses dtypes, runs for no elements)
+        if not self.numel():
+            return _fill_(self, np.zeros(self.shape), node)
         _not_implemented_for(self.dtype, "random_kernel_cpu", (D.COMPLEX,))
-    if node == "RandomBackward2" and self.numel():  # (no kernel runs for no elements)
         _barebones(self.dtype, "random_kernel_cpu")
+    given = to is not None
+    if to is None and node == "RandomBackward0":
+        _check_from_alone(self.dtype, from_)
     if to is None:
         to = _random_limit(self.dtype)
     if from_ >= to:
@@ -141,7 +237,7 @@ def random_(self, from_=_UNSET, to=_UNSET, *, generator=None, **kw):
                            f">= to={to}")
     if node != "RandomBackward2":   # (its bounds check dispatches on the dtype, however empty)
         _barebones(self.dtype, "random_update_from_to", wide_unsigned=False)
-    _check_random_bounds(self.dtype, from_, to)
+    _check_random_bounds(self.dtype, from_, to, given)
     drawn = _drawn_on_device(generator, self.shape, self.dtype, self.device, "integers", from_,
                              to)
     if drawn is not None:
@@ -155,14 +251,14 @@ _RANDOM_OVERLOADS = {"RandomBackward2": "aten::random_", "RandomBackward1": "ate
 
 
 def _check_random_ints(*bounds):
-    """PyTorch's errors for random_ bounds that are not 64-bit integers."""
-    for bound in bounds:
+    """PyTorch's errors for random_ bounds, (name, value) in position order, that are not
+    64-bit integers."""
+    from ember._random_checks import _parser_error
+    from ember.ops._dims import type_name
+    for position, (name, bound) in enumerate(bounds, 1):
         if isinstance(bound, bool) or not hasattr(type(bound), "__index__"):
-            raise TypeError(f"random_() received an invalid combination of arguments - got "
-                            f"({', '.join(type(b).__name__ for b in bounds)}), but expected "
-                            f"one of:\n * (*, torch.Generator generator = None)\n * (int from, "
-                            f"int to, *, torch.Generator generator = None)\n * (int to, *, "
-                            f"torch.Generator generator = None)")
+            raise _parser_error(f"random_(): argument '{name}' (position {position}) must be "
+                                f"int, not {type_name(bound)}")
         if not -2 ** 63 <= bound < 2 ** 63:
             raise ValueError("Overflow when unpacking long long")
 
@@ -181,15 +277,14 @@ def bernoulli_(self, p=0.5, *, generator=None):
         if self.numel():        # (float8, uint16/32/64: refused where elements are drawn)
             _barebones(self.dtype, "bernoulli_tensor_cpu_self_")
             _barebones(p.dtype, "bernoulli_tensor_cpu_p_")
-    else:
-        _not_implemented_for(self.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
     if isinstance(p, Tensor):
         if not self.numel():    # (no kernel runs, so no expand of p)
             return _fill_(self, np.zeros(self.shape), node)
         _check_expandable(p, self.shape)
     elif not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p:g}")
-    elif self.numel():
+    elif self.numel():          # (no kernel, which refuses dtypes, runs for no elements)
+        _not_implemented_for(self.dtype, "bernoulli_scalar_cpu_", (D.COMPLEX,))
         _barebones(self.dtype, "bernoulli_scalar_cpu_")
     drawn = None if on_host else _drawn_on_device(generator, self.shape, D.float32, self.device)
     if drawn is not None:
@@ -233,8 +328,10 @@ def exponential_(self, lambd=1.0, *, generator=None):
     return _fill_(self, drawn, "ExponentialBackward0")
 
 
-def geometric_(self, p, *, generator=None):
+def geometric_(self, p=_UNSET, *, generator=None):
     """Fill with geometric samples (number of trials to the first success)."""
+    if p is _UNSET:
+        raise TypeError('geometric_() missing 1 required positional arguments: "p"')
     _check_generator(generator, "geometric_")
     _check_floats("geometric_", ("p", p))
     if _BIRTHS.levels:
@@ -291,6 +388,7 @@ def _nothing_on_meta(sample_):
             _check_leaf(self)
         self._bump_version()
         return self
+    sampler._ember_forwards = True      # (the call reads as ``sample_``'s: _call_site)
     return sampler
 
 

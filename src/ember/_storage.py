@@ -102,6 +102,8 @@ class _Storage:
         # flip the axes walked backwards so the first element is the lowest address
         arr = arr[tuple(slice(None, None, -1) if st < 0 else slice(None)
                         for st in arr.strides)]
+        if arr.itemsize == 1:       # (NumPy cannot rebuild float8's '<f1' from its interface)
+            arr = arr.view(xp.uint8)
         n = self.nbytes() // arr.itemsize
         flat = xp.lib.stride_tricks.as_strided(arr, shape=(n,), strides=(arr.itemsize,))
         return flat.view(np_dtype)

@@ -473,15 +473,17 @@ class Tensor:
         # pair a subclass's own __reduce_ex__ unpacks (geoopt's ManifoldTensor)
         return (_rebuild_from_type, (*made, self.__dict__)) if self.__dict__ else made
 
+    def __getstate__(self):
+        """The attributes set on the tensor, None when there are none (as PyTorch's, whose
+        tensors have no slots)."""
+        return self.__dict__ or None
+
     def __setstate__(self, state):
         """Restore a leaf from a legacy pickle's state: ``(storage, offset, size, stride)``,
         ``(data, _, _, requires_grad, backward_hooks)`` or ``(requires_grad, _,
-        backward_hooks)``; or the dict of attributes ``__reduce_ex__`` gives."""
+        backward_hooks)`` (``_rebuild_from_type`` sets attributes itself)."""
         if not self.is_leaf:
             raise RuntimeError("__setstate__ can be only called on leaf Tensors")
-        if isinstance(state, dict):     # the attributes ``__reduce_ex__`` pickles with it
-            self.__dict__.update(state)
-            return
         if len(state) == 4:
             self.set_(*state)
             return

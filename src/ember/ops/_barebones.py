@@ -162,8 +162,8 @@ REFUSED = {
 
 # ops with a dtype policy whose kernel depends on which operands are numbers, where the
 # signature cannot tell (it skips None): a function of the operands' arrays
-_BY_ARRAYS = {"clamp": lambda arrays: clamp_kernel(arrays[1], arrays[2])}
-REFUSED.update(dict.fromkeys(_BY_ARRAYS, "clamp_cpu"))
+BY_ARRAYS = {"clamp": lambda arrays: clamp_kernel(arrays[1], arrays[2])}
+REFUSED.update(dict.fromkeys(BY_ARRAYS, "clamp_cpu"))
 
 
 def clamp_kernel(lo, hi):
@@ -191,7 +191,7 @@ def refuse_compute(name, compute, operands):
     if kernel is not None and type(kernel) is not str:
         kernel = kernel(operands)
     if kernel is not None:
-        raise Refused(str(refusal(kernel, compute)), None, None, _BY_ARRAYS.get(name), compute)
+        raise Refused(str(refusal(kernel, compute)), None, None, BY_ARRAYS.get(name), compute)
 
 
 # ops whose forwards check values (indices in range, ...), which PyTorch does in the kernel
@@ -206,11 +206,13 @@ class Refused(NotImplementedError):
     the ops in _VALUES_CHECKED) and ``arrays`` let the dispatcher run the forward first for its
     argument errors, which PyTorch raises before it picks a kernel (``ember.mm(u, v)`` of
     mismatched shapes, ``u + v`` of ones that do not broadcast). A refusal by a dtype policy
-    (``refuse_compute``) gets them from the dispatcher (``at``)."""
+    (``refuse_compute``) gets them from the dispatcher (``at``); ``by_params``, if given, maps
+    the message and the call's other arguments to the message naming the kernel they pick."""
 
-    def __init__(self, message, xp, arrays, by_arrays=None, dtype=None):
+    def __init__(self, message, xp, arrays, by_arrays=None, dtype=None, by_params=None):
         super().__init__(message)
         self.xp, self.arrays, self.by_arrays, self.dtype = xp, arrays, by_arrays, dtype
+        self.by_params = by_params
 
     def at(self, xp, arrays):
         """This refusal, for operands ``arrays`` (numbers not yet cast) on ``xp``."""

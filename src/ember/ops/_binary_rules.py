@@ -23,7 +23,7 @@ def require_tensors(name, operands, positions):
                             f"not {PYTHON_NAMES[dtype]}")
 
 
-def tensor_policy(name, rule=None, tensors=(0,)):
+def tensor_policy(name, rule=None, tensors=(0,), first=None):
     """A Policy whose operands at ``tensors`` may not be Python numbers, then ``rule``.
 
     Policies cache by operand signature only, so ops sharing one must agree on ``tensors``.
@@ -31,7 +31,7 @@ def tensor_policy(name, rule=None, tensors=(0,)):
     def checked(d, op_name, operands):
         require_tensors(op_name, operands, tensors)
         return d if rule is None else rule(d, op_name, operands)
-    return Policy(name, checked)
+    return Policy(name, checked, first=first)
 
 
 def reject_complex(d, name, operands):

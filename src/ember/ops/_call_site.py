@@ -217,8 +217,15 @@ def _entry_kind_of(frame):
         return kind
     kind = _hand_written().get(frame.f_code, (None,))[0]
     if kind == "dual":          # ember.<name> and Tensor.<name>: its guard tells them apart
-        return "function" if _is_guard(frame.f_back) else "method"
+        return "function" if _is_guard(_past_forwarders(frame.f_back)) else "method"
     return kind
+
+
+def _past_forwarders(frame):
+    """``frame``, or the first frame above it that is not a wrapper in _FORWARDERS."""
+    while frame is not None and frame.f_code in _FORWARDERS:
+        frame = frame.f_back
+    return frame
 
 
 def _is_guard(frame):
@@ -232,7 +239,9 @@ def _read_call(frame, kind):
     caller = frame.f_back
     if caller is None:
         return (), None
-    if _is_guard(caller):
+    if _is_guard(_past_forwarders(caller)):
+        caller = _past_forwarders(caller)
+    if caller.f_code in _FORWARDERS or _is_guard(caller):
         local = caller.f_locals
         args = local.get("args", ())
         if "self" in local:     # a method's guard
@@ -310,6 +319,9 @@ def _call_instruction(frame, unpacked=False):
 
 _HAND_WRITTEN = None        # code of each hand-written public function -> (kind, name)
 _HAND_WRITTEN_FUNCTIONS = {}    # and -> the function
+# the codes of wrappers ``fn(*args, **kwargs)`` around hand-written functions (marked
+# ``_ember_forwards``), whose frames hold the call as given
+_FORWARDERS = set()
 _NATIVE = None              # the codes of those PyTorch writes in C++ (its parser's words)
 
 
@@ -340,6 +352,9 @@ def _collect_hand_written():
         for value in list(vars(namespace_object(namespace)).values()):
             guarded = getattr(value, "_ember_guarded", False)
             value = getattr(value, "__wrapped__", value) if guarded else value
+            while getattr(value, "_ember_forwards", False):     # wrappers passing on the call
+                _FORWARDERS.add(value.__code__)
+                value = value.__wrapped__
             if not isinstance(value, types.FunctionType) or \
                     not value.__module__.startswith("ember"):
                 continue

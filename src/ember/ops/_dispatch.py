@@ -18,13 +18,12 @@ from ember.backend.meta import MetaArray
 from ember.ops._meta import MetaCall
 from ember.ops._barebones import WIDE_UNSIGNED_NP, KernelCheck, Refused, refuse_operands
 from ember.ops._op_errors import RefusedFirst, check_broadcast, translate_error
-from ember.ops._out import refused_out, write_out
-from ember.ops._out_dtypes import check_kept_out
+from ember.ops._out import grad_refused_out, refused_out, write_out
 from ember.ops._out_names import COPIED_OUT
 from ember.ops._pointwise_layout import laid_as_operands, odd_unit_strides, row_major_before_last
-from ember.ops._promotion import compute_dtype
+from ember.ops._promotion import UINT64_NUMBER, compute_dtype
 from ember.ops._recording import _mark_view, _record, refused_grads_first
-from ember.ops._scalars import ROUNDED, checked_scalar, rounded_number
+from ember.ops._scalars import ROUNDED, checked_scalar, huge_int_error, rounded_number
 from ember.overrides import is_plain as _plain_subclass
 
 __all__ = ["call", "RAW_OUTPUTS", "device_mismatch", "ACTIVE_VMAPS"]
@@ -78,11 +77,15 @@ def call(op, inputs, params, out=None):
         return meta_call(op, inputs, params, out)
     except Refused as refused:
         if out is not None:
-            check_kept_out(op, flat, out)
+            refused_out(op, flat, params, out, refused)
         refuse_after_checks(op, refused, params, lengths)
     except NotImplementedError as refused:
-        if out is not None and type(refused) is not RefusedFirst:   # (PyTorch checks out's
-            refused_out(op, flat, params, out, refused)             # dtype first: neg, abs)
+        if out is not None and out is not RAW_OUTPUTS:  # (PyTorch checks out's dtype
+            refused_out(op, flat, params, out, refused)     # first: neg, abs)
+        raise
+    except RuntimeError:                # (a policy's refusal: maximum of complex tensors)
+        if out is not None and out is not RAW_OUTPUTS:
+            grad_refused_out(op, flat, params)
         raise
     if ACTIVE_VMAPS[0] and params and has_batched(params):
         from ember.func._batching import dispatch_params
@@ -149,6 +152,8 @@ def call(op, inputs, params, out=None):
     except (ValueError, TypeError, IndexError, OverflowError) as e:
         if recording and op.refused_grads is not None:
             refused_grads_first(op, flat, e)
+        if out is not None and out is not RAW_OUTPUTS and type(e) is not TypeError:
+            grad_refused_out(op, flat, params, own=True)    # (its kernel's checks follow)
         if type(e) is OverflowError and lengths is None:
             wrapped = uint64_numbers_wrapped(op, flat, arrays)
             if wrapped is not None:
@@ -157,8 +162,11 @@ def call(op, inputs, params, out=None):
     except RuntimeError as e:           # (NotImplementedError too)
         if recording and op.refused_grads is not None:
             refused_grads_first(op, flat, e)
-        if out is not None and type(e) is NotImplementedError:  # (a kernel's refusal comes
-            refused_out(op, flat, params, out, e)               # after out='s checks)
+        if out is not None and out is not RAW_OUTPUTS:  # (a kernel's checks come after
+            if type(e) is NotImplementedError:          # out='s: a dtype refusal after
+                refused_out(op, flat, params, out, e)
+            else:
+                grad_refused_out(op, flat, params, own=True)
         raise
     finally:
         if token is not None:
@@ -199,7 +207,9 @@ def refuse_after_checks(op, refused, params, lengths):
             pass
         finally:
             loud_fp(token)
-    raise NotImplementedError(str(refused)) from None
+    message = str(refused) if refused.by_params is None else refused.by_params(str(refused),
+                                                                                 params)
+    raise NotImplementedError(message) from None
 
 
 def _returnable(x):
@@ -263,6 +273,10 @@ def _prepare(op, flat):
         elif t in _SCALARS:
             if not op.scalars:
                 _reject_operand(op, flat, x)
+            if t is int and not -0x8000000000000000 <= x < 0x8000000000000000:
+                if not 0 <= x < 0x10000000000000000:
+                    raise huge_int_error(x)     # PyTorch's parser: a Scalar holds (u)int64
+                t = UINT64_NUMBER               # (a uint64 Scalar: promotes a bool tensor)
             arrays.append(x)
             signature.append(t)
             continue

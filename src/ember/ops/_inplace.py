@@ -38,13 +38,13 @@ from ember.autograd._forward_traces import FORWARD_OPEN, FORWARD_SHOWN, TRACES a
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import Node, history, move_retained_grad
 from ember.backend import SEVERAL_GPUS, device_guard, loud_fp, quiet_fp, xp_of
-from ember.ops._dispatch import (ACTIVE_VMAPS, Refused, _Override, _other_gpu, _prepare,
-                                 has_batched, params_in_dtype, refuse_after_checks,
+from ember.ops._dispatch import (ACTIVE_VMAPS, Refused, _as_scalar, _Override, _other_gpu,
+                                 _prepare, has_batched, params_in_dtype, refuse_after_checks,
                                  uint64_numbers_wrapped)
 from ember.ops._barebones import KernelCheck
 from ember.ops._meta import MetaCall
 from ember.ops._not_implemented import hang_not_implemented
-from ember.ops._op_errors import OpValueError, RefusedFirst, broadcast_message
+from ember.ops._op_errors import BroadcastError, OpValueError, RefusedFirst, broadcast_message
 from ember.ops._overlap import INTERNAL_OVERLAP
 from ember.ops._recording import _DIFFERENTIABLE_KINDS, in_multi_output_view
 
@@ -85,15 +85,22 @@ def call_inplace(op, inputs, params, entry=None):
         from ember.ops._meta import meta_inplace
         return meta_inplace(op, self, inputs, params)
     except Refused as refused:          # (ops/_barebones.py)
+        _check_self_overlap(op, self, params, flat)
         _check_result_shape(op, self, flat)
+        _check_promoted_cast(op, flat, self)
         refuse_after_checks(op, refused, params, lengths)
     except NotImplementedError as refused:
         if type(refused) is not RefusedFirst:   # (clamp_ of complex tensors: the op's own)
+            _check_self_overlap(op, self, params, flat)
             _check_result_shape(op, self, flat)
             _check_promoted_cast(op, flat, self)    # PyTorch checks the cast before the kernel
         raise
     except D.PromotionError:
+        _check_self_overlap(op, self, params, flat)
         _check_result_shape(op, self, flat)
+        raise
+    except BroadcastError:
+        _check_self_overlap(op, self, params, flat)
         raise
     if ACTIVE_VMAPS[0] and params and has_batched(params):   # NOTE [Batched parameters]
         from ember.func._batching import dispatch_params
@@ -122,8 +129,8 @@ def call_inplace(op, inputs, params, entry=None):
             raise RuntimeError(NO_SIZES)
         recipe = view_recipe(self)
     dst = self._data
-    if 0 in dst.strides and not (op.name == "copy_" and _same_data(self, flat[1])):
-        _check_overlap(op, dst, params, flat[1:])
+    if 0 in dst.strides and not op.checks_internal_overlap:   # (else the forward checks it)
+        _check_self_overlap(op, self, params, flat)
     op.overlap_check(self, flat[1:])
     token = quiet_fp()
     try:
@@ -134,8 +141,10 @@ def call_inplace(op, inputs, params, entry=None):
         if wrapped is None:
             raise
         return call_inplace(op, wrapped, params, entry)
-    except KernelCheck:         # (an integer division by zero: self's shape is checked first)
-        _check_result_shape(op, self, flat)
+    except (KernelCheck, NotImplementedError) as refused:   # (an integer division by zero,
+        if type(refused) is not RefusedFirst:   # a kernel's refusal: self's shape and the
+            _check_result_shape(op, self, flat)     # result's cast are checked first)
+            _check_promoted_cast(op, flat, self)
         raise
     finally:
         loud_fp(token)
@@ -214,8 +223,6 @@ def _check_overlap(op, dst, params, operands=()):
     if op.name == "fill_" and not isinstance(operands[0], Tensor) or not dst.size \
             or not any(s == 0 and n > 1 for n, s in zip(dst.shape, dst.strides)):
         return                          # (an empty array's strides may be 0: nothing repeats)
-    if op.checks_internal_overlap:
-        return
     example = _DEPRECATED_ON_EXPANDED.get(op.name)
     if example is None or op.name == "index_put" and not params[0]:  # basic-index writes raise
         raise RuntimeError(INTERNAL_OVERLAP)
@@ -227,6 +234,14 @@ def _check_overlap(op, dst, params, operands=()):
                       f"tensor before performing this operation. This also applies to "
                       f"advanced indexing e.g. {_DEPRECATED_ON_EXPANDED[name]}", UserWarning,
                       stacklevel=4)
+
+
+def _check_self_overlap(op, self, params, flat):
+    """``_check_overlap`` of self, which PyTorch's TensorIterator runs before it checks the
+    shapes, dtypes and kernel (``expanded.bitwise_or_(complex)``: the overlap error)."""
+    dst = self._data
+    if 0 in dst.strides and not (op.name == "copy_" and _same_data(self, flat[1])):
+        _check_overlap(op, dst, params, flat[1:])
 
 
 def _same_data(dst, src):
@@ -341,6 +356,8 @@ def _check_promoted_cast(op, flat, self):
         return                          # (a comparison's bool result fits any tensor)
     operands = []
     for x in flat:
+        if isinstance(x, np.generic):       # a NumPy number, read as the parser does
+            x = _as_scalar(op, flat, x)
         if isinstance(x, Tensor):
             operands.append((x.dtype, D.DIM if x.ndim else D.ZERO_DIM))
         elif isinstance(x, (bool, int, float, complex)):

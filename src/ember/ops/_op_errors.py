@@ -31,6 +31,18 @@ RefusedFirst.__name__ = RefusedFirst.__qualname__ = "NotImplementedError"
 RefusedFirst.__module__ = "builtins"
 
 
+class BroadcastError(RuntimeError):
+    """TensorIterator's error for operands that do not broadcast, which it raises after its
+    check of an in-place op's self for overlapping memory (``ops/_inplace.py``)."""
+
+    def __reduce__(self):               # (pickled as the plain RuntimeError it shows as)
+        return RuntimeError, self.args
+
+
+BroadcastError.__name__ = BroadcastError.__qualname__ = "RuntimeError"
+BroadcastError.__module__ = "builtins"
+
+
 def check_broadcast(*operands):
     """Raise PyTorch's error if the shapes of ``operands`` (arrays; numbers are skipped) do not
     broadcast: TensorIterator checks them before it picks a kernel, so before a kernel's
@@ -39,7 +51,7 @@ def check_broadcast(*operands):
     try:
         np.broadcast_shapes(*shapes)
     except ValueError:
-        raise RuntimeError(broadcast_message(shapes)) from None
+        raise BroadcastError(broadcast_message(shapes)) from None
 
 
 def translate_error(op, error, arrays):

@@ -14,12 +14,13 @@ from ember._warn import outside_level
 from ember.autograd.grad_mode import STATE as _GRAD
 from ember.autograd.graph import history
 from ember.backend import loud_fp, quiet_fp, xp_of
-from ember.ops._out_names import cast_refusal, grad_refusal_kernel
+from ember.ops._out_names import KERNEL_CHECKS_AFTER, cast_refusal, grad_refusal_kernel
 from ember.ops._out_names import copies_out, not_implemented_kernel
 from ember.ops._not_implemented import hang_not_implemented
+from ember.ops._op_errors import RefusedFirst
 from ember.ops._overlap import check_internal_overlap
 
-__all__ = ["refused_out", "write_out"]
+__all__ = ["grad_refused_out", "refused_out", "write_out"]
 
 
 def _count_error(op, out, wanted, given):
@@ -28,7 +29,9 @@ def _count_error(op, out, wanted, given):
     if wanted > 1 and given > 1 or isinstance(out, (tuple, list)) and wanted > 1:
         return TypeError(f"expected tuple of {wanted} elements but got {given}")
     kind = "tuple of Tensors" if wanted > 1 else "Tensor"
-    return TypeError(in_parser_words(f"{op.name}(): argument 'out' must be {kind}, not "
+    # (the parser's name: special_i0e, linalg_vector_norm)
+    name = op.short_name if op.namespace == "nn.functional" else op.name.replace(".", "_")
+    return TypeError(in_parser_words(f"{name}(): argument 'out' must be {kind}, not "
                                      f"{type(out).__name__}"))
 
 
@@ -73,7 +76,8 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
                 checked = op.out_dtype_check(dst.dtype, res.dtype, inputs)
             if op.out_dtype_error is not None and dst.dtype is not res.dtype:
                 from ember.ops._out_dtypes import message
-                raise RuntimeError(message(op, res.dtype, dst.dtype))
+                raise RuntimeError(message(op, res.dtype, dst.dtype,
+                                           next(i for i, r in enumerate(results) if r is res)))
             if not checked and not D.can_cast(res.dtype, dst.dtype):
                 raise cast_refusal(op, res.dtype, dst.dtype,
                                    next(i for i, r in enumerate(results) if r is res), inputs)
@@ -84,13 +88,7 @@ def write_out(op, out, outputs, requires_grad, inputs=(), params=()):
                                   (None, history(dst._view[0]), view_recipe(dst)))
             if dst.shape != res.shape:
                 if dst.numel() != 0:
-                    warnings.warn(
-                        f"An output with one or more elements was resized since it had shape "
-                        f"{list(dst.shape)}, which does not match the required output shape "
-                        f"{list(res.shape)}. This behavior is deprecated, and in a future PyTorch "
-                        f"release outputs will not be resized unless they have zero elements. You "
-                        f"can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-                        f"elements with t.resize_(0).", UserWarning, stacklevel=outside_level())
+                    warn_resized(dst.shape, res.shape)
                 laid = _resized_layout(op, res._data, inputs, dst)
                 if dst._view is None and dst._meta is None and dst._data.size == 0:
                     # (memory no one shares.) An elementwise op's out is resized to the layout
@@ -132,15 +130,26 @@ def _grad_refusal(name):
                         f"differentiation, but one of the arguments requires grad.")
 
 
-def refused_out(op, flat, params, out, refused):
-    """PyTorch's checks of an out= call that come before its kernel refuses the compute dtype
-    (``refused``): autograd's refusal of inputs requiring grad, out's dtype rules, then for an
-    elementwise op the cast of its result type into out's dtype."""
+def grad_refused_out(op, flat, params, own=False):
+    """Raise autograd's refusal of an out= call with inputs requiring grad, which PyTorch
+    raises before its kernel's checks (a dim out of range, a refused dtype); if ``own``, only
+    where that kernel is the op's own (a composite's checks, diff's or outer's, come first)."""
     if op.vjp is not None and _GRAD.grad_enabled and any(
             isinstance(d, Tensor) and d.requires_grad for d in flat):
         name = grad_refusal_kernel(op, flat, params)
-        if name is not None:
+        if name is not None and (not own or op.name in KERNEL_CHECKS_AFTER or name in (
+                op.name, op.name.replace(".", "_"), op.short_name)):
             raise _grad_refusal(name)
+
+
+def refused_out(op, flat, params, out, refused):
+    """PyTorch's checks of an out= call that come before its kernel refuses the compute dtype
+    (``refused``): autograd's refusal of inputs requiring grad, then (but for a refusal in
+    the op's own checks, RefusedFirst) out's dtype rules and, for an elementwise op, the cast
+    of its result type into out's dtype."""
+    grad_refused_out(op, flat, params)
+    if type(refused) is RefusedFirst:
+        return
     from ember.ops._out_dtypes import check_kept_out
     check_kept_out(op, flat, out)
     want = getattr(refused, "result_type", None)    # (a policy's refusal: see compute_dtype)
@@ -166,3 +175,14 @@ def _restride_as(dst, res):
     strides = tuple(s // res.itemsize * dst._data.itemsize for s in res.strides)
     if dst._data.strides != strides and dense(res) and min(strides, default=0) > 0:
         set_memory(dst, restrided(xp_of(dst._data), dst._data, res.shape, strides))
+
+
+def warn_resized(had, required):
+    """PyTorch's warning for an ``out=`` tensor of shape ``had`` (with elements) resized to
+    the ``required`` shape."""
+    warnings.warn(
+        f"An output with one or more elements was resized since it had shape {list(had)}, "
+        f"which does not match the required output shape {list(required)}. This behavior is "
+        f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
+        f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+        f"to zero elements with t.resize_(0).", UserWarning, stacklevel=outside_level())

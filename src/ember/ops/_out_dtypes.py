@@ -80,8 +80,11 @@ MESSAGES = {
                     "argument 'out'"),
     "ormqr": ("torch.ormqr: Expected input and result to have the same dtype, but input has "
               "dtype{want} and result has dtype {got}"),
-    "kthvalue": "output values must be of same type as input",
-    "mode": "expected scalar type '{want}' but got '{got}' for values output",
+    # (two outputs: a message for each)
+    "kthvalue": ("output values must be of same type as input",
+                 "output indices must be of scalar type Long"),
+    "mode": ("expected scalar type '{want}' but got '{got}' for values output",
+             "expected scalar type '{want}' but got '{got}' for indices output"),
     "frexp": "torch.frexp() expects mantissa to have dtype {want_c} but got {got_c}",
     "chain_matmul": "multi_dot(): expected out tensor to have dtype {want_c} but got {got_c}",
     "take": ("take(): self and out expected to have the same dtype, but got self.dtype = {want} "
@@ -148,6 +151,12 @@ def check_kept_out(op, flat, out):
     that keep their input's dtype and check ``out`` before they refuse that dtype (the
     dispatcher calls it then: ``neg(uint32 tensor, out=float32 tensor)``)."""
     x = flat[0] if flat else None
+    if type(op.out_dtype_error) is tuple and isinstance(out, (tuple, list)) \
+            and isinstance(x, Tensor):          # (values, indices: kthvalue, mode)
+        for i, (o, want) in enumerate(zip(out, (x.dtype, D.int64))):
+            if isinstance(o, Tensor) and o.dtype is not want:
+                raise RuntimeError(message(op, want, o.dtype, i))
+        return
     if not isinstance(out, Tensor) or not isinstance(x, Tensor) or out.dtype is x.dtype:
         return
     if op.out_dtype_check is _abs_check:
@@ -219,10 +228,11 @@ _CHECKS = {"all": _logical_check("all"), "any": _logical_check("any"),
            "ldexp": _ldexp_check, "conj_physical": _conj_physical_check}
 
 
-def message(op, want, got):
-    """The error ``op`` raises for an ``out=`` tensor of dtype ``got`` where its result has
-    dtype ``want``."""
-    return _format(op.out_dtype_error, want, got, op.name)
+def message(op, want, got, index=0):
+    """The error ``op`` raises for its ``index``-th ``out=`` tensor, of dtype ``got``, where
+    its result has dtype ``want``."""
+    text = op.out_dtype_error
+    return _format(text[index] if type(text) is tuple else text, want, got, op.name)
 
 
 def _format(text, want, got, name=None):

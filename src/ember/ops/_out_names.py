@@ -13,7 +13,7 @@ those paths (ops/_out.py).
 from ember._tensor import Tensor
 
 __all__ = ["grad_refusal_kernel", "cast_refusal", "not_implemented_kernel", "COPIED_OUT",
-           "copies_out"]
+           "KERNEL_CHECKS_AFTER", "copies_out"]
 
 # ops PyTorch has no derivative for: their out= variant writes into ``out`` untracked,
 # whatever requires grad
@@ -105,6 +105,12 @@ _KERNELS = {
     **dict.fromkeys(("fft.irfft", "fft.irfft2", "fft.irfftn", "fft.hfft", "fft.hfft2",
                      "fft.hfftn"), "_fft_c2r"),
 }
+
+
+# ops whose refusal names another kernel but whose own checks (a dim, a dtype) come after that
+# refusal: one native op split in two (max with a dim), composites that only call the kernel
+KERNEL_CHECKS_AFTER = frozenset({"_max_dim", "_min_dim", "_median_dim", "_nanmedian_dim",
+                                 "msort", "argsort", "norm", "nn.functional.logsigmoid"})
 
 
 def _complex_input(inputs):

@@ -481,6 +481,27 @@ for _name, _extras in (("bartlett_window", ()), ("blackman_window", ()), ("hann_
                                       for n in range(1, len(_params) + 1))
 del _name, _extras, _params
 
+# the random factories: each form with a generator (required), then without one
+_DRAWN = ("Tensor out = None, ember.dtype dtype = None, ember.layout layout = None, ember.device "
+          "device = None, bool pin_memory = False, bool requires_grad = False")
+for _name, _forms in (("rand", ("tuple of ints size",)), ("randn", ("tuple of ints size",)),
+                      ("randperm", ("int n",)),
+                      ("randint", ("int high, tuple of ints size",
+                                   "int low, int high, tuple of ints size"))):
+    FUNCTION_OVERLOADS[_name] = tuple(f"{form}, *, {gen}{_DRAWN}" for form in _forms
+                                      for gen in ("ember.Generator generator, ", ""))
+FUNCTION_OVERLOADS["bernoulli"] = (
+    "Tensor input, *, ember.Generator generator = None, Tensor out = None",
+    "Tensor input, float p, *, ember.Generator generator = None",
+)
+FUNCTION_OVERLOADS["normal"] = (
+    "Tensor mean, Tensor std, *, ember.Generator generator = None, Tensor out = None",
+    "Tensor mean, float std = 1, *, ember.Generator generator = None, Tensor out = None",
+    "float mean, Tensor std, *, ember.Generator generator = None, Tensor out = None",
+    "float mean, float std, tuple of ints size, *, ember.Generator generator = None, " + _DRAWN,
+)
+del _name, _forms
+
 # special_xlogy is xlogy's; the orthogonal polynomials take a Number x or a Number n
 FUNCTION_OVERLOADS["special_xlogy"] = FUNCTION_OVERLOADS["xlogy"]
 for _name in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
@@ -495,6 +516,11 @@ del _name
 
 # the methods whose signatures are not the functions' (or that have no function)
 METHOD_OVERLOADS = {
+    'random_': (
+        "*, ember.Generator generator = None",
+        "int from, int to, *, ember.Generator generator = None",
+        "int to, *, ember.Generator generator = None",
+    ),
     'nonzero': (
         "",
         "*, bool as_tuple",

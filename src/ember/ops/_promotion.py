@@ -8,7 +8,7 @@ in float32 and rounded back, as PyTorch's CPU kernels do.
 import numpy as np
 
 from ember import _dtype as D
-from ember.ops._barebones import refuse_compute
+from ember.ops._barebones import BY_ARRAYS, Refused, refuse_compute
 from ember.ops._op_errors import check_broadcast
 
 __all__ = ["Policy", "BINARY", "FLOAT", "COMPARE", "INTEGRAL", "SAME", "SAME_NO_BOOL",
@@ -21,12 +21,15 @@ _UPCAST = {d.np: np.dtype(np.float32) for d in D.LOW_PRECISION}
 class Policy:
     """How an op picks its compute dtype from the promoted dtype of its operands."""
 
-    __slots__ = ("name", "rule", "promoted")
+    __slots__ = ("name", "rule", "promoted", "first")
 
-    def __init__(self, name, rule, promoted=None):
+    def __init__(self, name, rule, promoted=None, first=None):
         self.name = name
         self.rule = rule            # (promoted, op name, operands) -> compute ember dtype
         self.promoted = promoted    # None, or (operands) -> those whose dtypes are promoted
+        # None, or (op name, operands) -> None: PyTorch's checks of the operands' own dtypes,
+        # which come before it promotes them (``bool - uint16`` names the bool, not uint16)
+        self.first = first
 
     def __repr__(self):
         return f"Policy({self.name})"
@@ -85,8 +88,16 @@ def real_no_bool(kernel):
 
 # NOTE [Operand signatures]
 # The dispatcher describes its operands cheaply: a tensor of one or more dims contributes its
-# NumPy dtype, a 0-dim tensor a 1-tuple holding its dtype, a Python number its type.
-_SCALAR_KIND = {bool: D.bool_, int: D.int64, float: D.float64, complex: D.complex128}
+# NumPy dtype, a 0-dim tensor a 1-tuple holding its dtype, a Python number its type, but for
+# an int in [2**63, 2**64): UINT64_NUMBER (PyTorch's Scalar holds it as a uint64, which
+# outranks a bool tensor: ``bool_tensor * 2**63`` is refused as a uint64 promotion).
+class UINT64_NUMBER:     # noqa: N801 - a marker, read like the types beside it
+    """The signature entry of a Python int in [2**63, 2**64)."""
+
+
+_SCALAR_KIND = {bool: D.bool_, int: D.int64, float: D.float64, complex: D.complex128,
+                UINT64_NUMBER: D.uint64}
+_INTS = (int, UINT64_NUMBER)
 
 
 def compute_dtype(policy, signature, op_name, upcast):
@@ -104,28 +115,30 @@ def compute_dtype(policy, signature, op_name, upcast):
             operands.append((_SCALAR_KIND[entry], D.SCALAR))
         else:
             operands.append((D.FROM_NUMPY[entry], D.DIM))
+    if policy.first is not None:
+        policy.first(op_name, operands)
     promoted = D.result_type_of(operands if policy.promoted is None
                                 else policy.promoted(operands))
     try:
         compute = policy.rule(promoted, op_name, operands)
+        if compute in D.FLOAT8:
+            _check_float8(op_name.rpartition('.')[2], compute, signature)
+        elif compute in D.WIDE_UNSIGNED:    # PyTorch's "barebones" dtypes (ops/_barebones.py)
+            refuse_compute(op_name, compute, operands)
     except NotImplementedError as refused:
         refused.result_type = promoted      # (an out= call checks its cast first: ops/_out.py)
         raise
-    if compute in D.FLOAT8:
-        _check_float8(op_name.rpartition('.')[2], compute, signature)
-    elif compute in D.WIDE_UNSIGNED:    # PyTorch's "barebones" dtypes (ops/_barebones.py)
-        refuse_compute(op_name, compute, operands)
     compute = compute.np
     up = _UPCAST.get(compute) if upcast else None
     target = compute if up is None else up
     tensors = [e[0] if type(e) is tuple else e for e in signature if e not in _SCALAR_KIND]
-    wraps = compute in _NARROW_INTS and int in signature
+    wraps = compute in _NARROW_INTS and any(e in _INTS for e in signature)
     if all(d is target for d in tensors) and not wraps:
         target = None
     if up is None:
         return compute, None, target
     # whether a number or a 0-dim tensor of another dtype may need rounding to ``compute``
-    scalars = any(e in (int, float) or type(e) is tuple and e[0] is not compute
+    scalars = any(e in (int, float, UINT64_NUMBER) or type(e) is tuple and e[0] is not compute
                   for e in signature)
     return compute, (compute, up, scalars), target
 
@@ -139,23 +152,41 @@ _FLOAT8_KERNELS = {"add": "add_stub", "sub": "add_stub", "sgn": "sign_cpu",
                    "square": "pow", "pow": "pow", "nan_to_num": "nan_to_num",
                    "isclose": "mul_cpu_reduced_float", "addcmul": "addcmul_cpu_out",
                    "lerp": "lerp_kernel_scalar", "relu": "clamp_min_scalar_cpu",
-                   "clamp": "clamp_scalar_cpu", "sort": "sorting_kernel_method_name",
+                   "clamp": "clamp_scalar_cpu", "floor_divide": "div_floor_cpu",
+                   "sort": "sorting_kernel_method_name",
                    "argsort": "sorting_kernel_method_name",
                    "msort": "sorting_kernel_method_name", "unique": "unique",
                    "unique_consecutive": "unique", "isin": "isin_default_cpu"}
 
 
+# the kernels of a number or a 0-dim tensor as ``other`` (another path, which a 0-dim
+# ``self`` does not take): mul's float8 kernel needs ``other`` a tensor of 1+ dims
+_FLOAT8_SCALAR_KERNELS = {"mul": "mul_cpu_reduced_float", "div": "div_cpu_reduced_float",
+                          "floor_divide": "div_floor_cpu_reduced_float"}
+
+
 def _check_float8(name, compute, signature):
     """Raise PyTorch's error unless op ``name`` has a float8 CPU kernel for ``signature``."""
-    kernel = _FLOAT8_KERNELS.get(name.rstrip("_"), f"{name}_cpu")
-    if name.rstrip("_") in _FLOAT8_OPS:
-        # mul's float8 kernel needs ``other`` a tensor of 1+ dims: a number or a 0-dim tensor
-        # there takes another path (a 0-dim ``self`` does not)
-        if name.rstrip("_") != "mul" or len(signature) < 2 or not (
-                signature[1] in _SCALAR_KIND or type(signature[1]) is tuple):
-            return
-        kernel = "mul_cpu_reduced_float"
-    raise NotImplementedError(f"\"{kernel}\" not implemented for '{compute._torch_name}'")
+    base = name.rstrip("_")
+    kernel = _FLOAT8_KERNELS.get(base, f"{name}_cpu")
+    if base in _FLOAT8_SCALAR_KERNELS and len(signature) > 1 and (
+            signature[1] in _SCALAR_KIND or type(signature[1]) is tuple):
+        kernel = _FLOAT8_SCALAR_KERNELS[base]
+    elif base in _FLOAT8_OPS:
+        return
+    message = f"\"{kernel}\" not implemented for '{compute._torch_name}'"
+    if base in BY_ARRAYS:               # (the kernel depends on which operands are given)
+        raise Refused(message, None, None, BY_ARRAYS[base], compute)
+    if base == "div":                   # (and div's on its rounding mode)
+        raise Refused(message, None, None, None, compute, _rounding_kernel)
+    raise NotImplementedError(message)
+
+
+def _rounding_kernel(message, params):
+    """div's refusal naming the kernel of its rounding mode (params: (rounding_mode,))."""
+    mode = params[0] if params else None
+    return message if mode not in ("floor", "trunc") else \
+        message.replace('"div_', f'"div_{mode}_', 1)
 
 
 _FLOAT8_NP = frozenset(d.np for d in D.FLOAT8)
@@ -179,11 +210,10 @@ def refuse_logical(name, *arrays):
             break
     else:
         return
-    dtypes = [D.FROM_NUMPY[a.dtype] for a in arrays if hasattr(a, "dtype")]
+    dtypes = [(D.FROM_NUMPY[a.dtype], D.DIM if a.ndim else D.ZERO_DIM)
+              for a in arrays if hasattr(a, "dtype")]
     if dtypes:
-        common = dtypes[0]
-        for d in dtypes[1:]:
-            common = D.promote_types(common, d)
+        common = D.result_type_of(dtypes)   # (a 0-dim complex outranks a uint16 tensor)
         if common in D.FLOAT8 or common in D.WIDE_UNSIGNED:
             check_broadcast(*arrays)    # (TensorIterator's check comes first)
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for "

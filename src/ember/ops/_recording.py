@@ -26,6 +26,7 @@ from ember.ops._op_errors import not_differentiable
 __all__ = ["record_checks", "rename_node", "RoutedOpNode", "gradient_t", "fast_reshape"]
 
 _NDARRAY = np.ndarray
+_NP_NUMBER = np.generic
 
 
 def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
@@ -63,6 +64,9 @@ def _record(op, flat, lengths, params, outputs, kept=None, inplace=False):
                 vc = x._vc
                 versions.append(vc.value if vc is not None else x._shared_version().value)
             else:
+                if isinstance(x, _NP_NUMBER):   # a NumPy number: saved as the parser read it
+                    from ember.ops._dispatch import _as_scalar
+                    saved[len(edges)] = _as_scalar(op, flat, x)
                 edges.append(_NO_EDGE)
                 in_meta.append(None)
                 versions.append(None)

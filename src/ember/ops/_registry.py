@@ -161,7 +161,7 @@ class Op:
         self.complex_grad_refused = False       # see refuse_complex_grad
         self.overlap_check = check_no_partial_overlap  # see refuse_aliased_inputs
         # an in-place forward that refuses an expanded self itself, after its own checks
-        self.checks_internal_overlap = False
+        self.checks_internal_overlap = False    # (set by inplace_variant: scatter.in_place)
         self.unrounded = frozenset()    # see keep_scalars_unrounded
         self.dtype_params = ()          # see params_in_dtype
         self.input_readers = None       # per input, the inputs whose gradients read it
@@ -478,6 +478,7 @@ class Op:
     def inplace_variant(self, fn):
         """Register a forward ``fn(xp, dst, *arrays, *params)`` that writes into ``dst``."""
         self.inplace_forward = fn
+        self.checks_internal_overlap = getattr(fn, "checks_internal_overlap", False)
         return fn
 
     # structure of sequence inputs (cat's ``tensors``): flat lists for the dispatcher

@@ -9,8 +9,9 @@ from ember._tensor import Tensor
 from ember.backend import device_scalar
 from ember.ops._dims import int_error, int_param
 
-__all__ = ["checked_scalar", "fitted_number", "rounded_number", "ROUNDED", "number_arrays",
-           "C_NAMES", "int_arg", "int64_arg", "number_arg", "float_arg", "real_number"]
+__all__ = ["checked_scalar", "huge_int_error", "fitted_number", "rounded_number", "ROUNDED",
+           "number_arrays", "C_NAMES", "int_arg", "int64_arg", "number_arg", "float_arg",
+           "real_number"]
 
 # the C++ type names PyTorch's messages use for the dtypes
 C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
@@ -20,6 +21,13 @@ C_NAMES = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int1
            D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2",
            D.uint16: "uint16_t", D.uint32: "uint32_t", D.uint64: "uint64_t"}
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def huge_int_error(value):
+    """PyTorch's error for a Python int outside ``[-2**63, 2**64)``: its Scalar holds an int64
+    or a uint64."""
+    return OverflowError("int too big to convert" if value > 0 else
+                         "can't convert negative int to unsigned")
 
 
 
@@ -46,7 +54,7 @@ def int64_arg(value, fname, name, position=None):
     if not ok:
         from ember._creation import _tp_name
         where = "" if position is None else f" (position {position})"
-        raise TypeError(f"{fname}(): argument '{name}'{where} must be int, not "
+        raise TypeError(f"{_entry_name(fname)}(): argument '{name}'{where} must be int, not "
                         f"{_tp_name(value)}")
     return value.__index__()
 
@@ -73,8 +81,18 @@ def number_arg(value, fname, name, position=None, kind="Number"):
         return value.item() if isinstance(value, np.generic) else value
     from ember._creation import _tp_name
     where = "" if position is None else f" (position {position})"
-    raise TypeError(f"{fname}(): argument '{name}'{where} must be {kind}, not "
+    raise TypeError(f"{_entry_name(fname)}(): argument '{name}'{where} must be {kind}, not "
                     f"{_tp_name(value)}")
+
+
+def _entry_name(fname):
+    """``fname`` as PyTorch's parser names the entry point running: ``op_`` in place (an
+    error path's look at the stack, as ``_dims._argument``'s)."""
+    from ember.ops._call_site import call_site
+    site = call_site()
+    if site is not None and site.kind == "inplace" and site.name == fname:
+        return fname + "_"
+    return fname
 
 
 def float_arg(value, fname, name, position=None):
@@ -97,9 +115,7 @@ def fitted_number(value, np_dtype):
     converts it (``leaky_relu(x, 1e39)`` of float32 raises PyTorch's overflow error)."""
     value = real_number(value, np_dtype)
     if type(value) is int and not -2 ** 63 <= value < 2 ** 64:
-        # PyTorch's Scalar holds an int64 or a uint64
-        raise OverflowError("int too big to convert" if value > 0 else
-                            "can't convert negative int to unsigned")
+        raise huge_int_error(value)
     if (type(value) is float or type(value) is int) and np.dtype(np_dtype).kind in "fV":
         top = _FLOAT_MAX.get(np_dtype)
         if top is None:
@@ -140,9 +156,7 @@ def checked_scalar(xp, value, dtype, *, single=False):
     if isinstance(value, Tensor):
         value = value.item()
     if type(value) is int and not -2 ** 63 <= value < 2 ** 64:
-        # PyTorch's Scalar holds an int64 or a uint64
-        raise OverflowError("int too big to convert" if value > 0 else
-                            "can't convert negative int to unsigned")
+        raise huge_int_error(value)
     kind = dtype.kind
     if kind == "b":
         return device_scalar(xp, np.asarray(bool(value)))

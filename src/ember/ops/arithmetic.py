@@ -18,13 +18,17 @@ _BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported
              "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
-def _sub_rule(d, name, operands):
+def _sub_bools(name, operands):
     bools = sum(1 for dt, _ in operands if dt is D.bool_)
     if bools == 2:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     if bools:
         raise RuntimeError(_BOOL_SUB)
+
+
+def _sub_rule(d, name, operands):
+    _sub_bools(name, operands)
     return d
 
 
@@ -46,7 +50,7 @@ def _abs_rule(d, name, operands):
     return d
 
 
-SUB = Policy("sub", _sub_rule)
+SUB = Policy("sub", _sub_rule, first=_sub_bools)   # (the rule too: distances.py)
 NEG = Policy("neg", _neg_rule)
 SQUARE = Policy("square", _square_rule)
 ABS = Policy("abs", _abs_rule)
@@ -541,6 +545,8 @@ def _narrow_pow_scalar(position, value, dtype):
         return np.array(value).astype(dtype)
     if value < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if value >= 2 ** 63:                # (read as an int64 first, then as the dtype)
+        raise RuntimeError("value cannot be converted to type int64_t without overflow")
     return checked_scalar(np, value, dtype)
 
 

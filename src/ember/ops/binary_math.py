@@ -8,6 +8,7 @@ from ember._tensor import Tensor
 from ember._warn import warn_once
 from ember.backend import device_scalar
 from ember.backend.fused import fma
+from ember.ops._barebones import BY_ARRAYS, Refused
 from ember.ops._op_errors import RefusedFirst
 from ember.ops._binary_rules import (PYTHON_NAMES, checked_scalar, require_tensors,
                                      tensor_policy)
@@ -181,13 +182,12 @@ def _extremum(xp, name, x, other):
     return xp.where(zero & (x == 0), x, r) if zero.any() else r
 
 
-def _no_complex_rule(d, name, operands):
-    if d.category == D.COMPLEX:
-        raise RuntimeError(f"{name} not implemented for complex tensors.")
-    return d
+def _no_complex(name, operands):
+    if any(d.category == D.COMPLEX for d, _ in operands):
+        raise RuntimeError(f"{name.rpartition('.')[2]} not implemented for complex tensors.")
 
 
-_ORDERED = Policy("ordered", _no_complex_rule)
+_ORDERED = Policy("ordered", lambda d, name, operands: d, first=_no_complex)
 
 
 def _extremum_grad(loses_a, loses_b):
@@ -234,18 +234,14 @@ _META_NAMES = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
                D.int16: "short int", D.int32: "int", D.int64: "long int",
                D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
                D.float64: "double", D.complex64: "c10::complex<float>",
-               D.complex128: "c10::complex<double>"}
+               D.complex128: "c10::complex<double>", D.uint16: "short unsigned int",
+               D.uint32: "unsigned int", D.uint64: "long unsigned int",
+               D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2"}
 
 
 def _lerp_rule(d, name, operands):
     require_tensors(name, operands, (0, 1))
-    (dx, _), (dend, _), (dw, kw) = operands
-    if dend is not dx:
-        raise RuntimeError(f"expected dtype {_META_NAMES[dx]} for `end` but got dtype "
-                           f"{_META_NAMES[dend]}")
-    if kw == D.DIM and dw is not dx:
-        raise RuntimeError(f"expected dtype {_META_NAMES[dx]} for `weight` but got dtype "
-                           f"{_META_NAMES[dw]}")
+    (dx, _), _, (dw, kw) = operands
     if dx.category < D.FLOATING:
         kernel = "lerp_kernel_scalar" if kw == D.SCALAR else "lerp_kernel_tensor"
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{dx._torch_name}'")
@@ -255,13 +251,25 @@ def _lerp_rule(d, name, operands):
     return dx
 
 
+def _lerp_same_dtypes(name, operands):
+    """PyTorch's check that the tensors share one dtype, before it promotes any."""
+    (dx, kx), (dend, kend), (dw, kw) = operands
+    if dend is not dx and D.SCALAR not in (kx, kend):
+        raise RuntimeError(f"expected dtype {_META_NAMES[dx]} for `end` but got dtype "
+                           f"{_META_NAMES[dend]}")
+    if kw == D.DIM and dw is not dx:
+        raise RuntimeError(f"expected dtype {_META_NAMES[dx]} for `weight` but got dtype "
+                           f"{_META_NAMES[dw]}")
+
+
 def _lerp_promoted(operands):
     """The operands PyTorch promotes: a number weight is not one of them (``lerp_`` of
     integers with weight 0.5 fails in the kernel, not on casting a float result)."""
     return [o for o in operands if o[1] != D.SCALAR]
 
 
-@op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule, _lerp_promoted),
+@op("lerp(input, end, weight)", inputs=3, promote=Policy("lerp", _lerp_rule, _lerp_promoted,
+                                                       _lerp_same_dtypes),
     inplace=True, pointwise=NUMBERS_ASIDE)
 def lerp(xp, x, end, weight):
     """``input + weight * (end - input)``, elementwise."""
@@ -410,18 +418,34 @@ def _clamp_rule(d, name, operands):
         if operands[0][0].category == D.FLOATING and D.DIM not in kinds and \
                 D.ZERO_DIM not in kinds:
             return operands[0][0]       # complex number bounds are read as doubles (_fit)
-        if operands[0][0].category != D.COMPLEX and len(kinds) == 2:
-            raise NotImplementedError(f"\"clamp_cpu\" not implemented for '{d._torch_name}'")
+        if operands[0][0].category != D.COMPLEX and D.SCALAR not in kinds and (
+                len(kinds) == 2 or name.rstrip("_") == "clamp"):
+            # (one tensor bound: maximum's or minimum's kernel, as the arrays tell)
+            raise _clamp_refusal(name, d)
         # (PyTorch checks self's dtype first; a complex bound of a real self is refused by
         # the kernel, after the operands' shapes and an in-place result's cast are checked)
         refused = RefusedFirst if operands[0][0].category == D.COMPLEX else NotImplementedError
         raise refused("clamp is not supported for complex types")
     if d is D.bool_ and D.SCALAR in kinds:
-        raise NotImplementedError(f"\"{name}_scalar_cpu\" not implemented for 'Bool'")
+        raise _clamp_refusal(name, d, f"\"{name}_scalar_cpu\"")
     return d
 
 
-_CLAMP = tensor_policy("clamp", _clamp_rule)
+def _clamp_refusal(name, d, kernel='"clamp_cpu"'):
+    """clamp's refusal of compute dtype ``d``, naming the kernel its given bounds pick."""
+    message = f"{kernel} not implemented for '{d._torch_name}'"
+    if name.rstrip("_") != "clamp":
+        return NotImplementedError(message)
+    return Refused(message, None, None, BY_ARRAYS["clamp"], d)
+
+
+def _clamp_self_complex(name, operands):
+    if operands[0][0].category == D.COMPLEX and operands[0][1] != D.SCALAR \
+            and len(operands) > 1:
+        raise RefusedFirst("clamp is not supported for complex types")
+
+
+_CLAMP = tensor_policy("clamp", _clamp_rule, first=_clamp_self_complex)
 
 
 # upcast=False: bounds are checked against the tensor's own dtype (c10::Half, not float), and

@@ -299,6 +299,8 @@ def _extremum_grads(grad, x, index, source, dim, include_self, out):
 
 def _write_index_copy(xp, out, index, source, dim, late=None):
     dim = wrap_dim(dim, out.ndim)
+    if late is not None:        # (see scatter.in_place: PyTorch's first check after dim's)
+        late()
     if index.ndim > 1:
         raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
                          f"{index.ndim})")
@@ -309,8 +311,6 @@ def _write_index_copy(xp, out, index, source, dim, late=None):
         raise IndexError(f"index_copy_(): When source and destination are not scalars, their "
                          f"dimensionality must match. Source dimensionality ({source.ndim}), "
                          f"destination dimensionality ({out.ndim})")
-    if late is not None:        # (see scatter.in_place)
-        late()
     if index.dtype != np.int64:
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
                            f"{_name(index.dtype)}")
@@ -434,7 +434,7 @@ def _(grad, x, index, value, dim):
     if not _is_tensor(value):
         return grad_x, None, None
     if x.ndim == 0:             # one slice, filled when the index names it
-        return grad_x, None, grad if index.numel() else grad * 0
+        return grad_x, None, grad if index.numel() else zeros_for((), grad)
     size = x.shape[wrap_dim(dim, x.ndim)]
     rows = constant(lambda xp, i: xp.unique(xp.where(i < 0, i + size, i)).reshape(-1), index)
     return grad_x, None, index_select(grad, dim, rows).sum()
@@ -490,10 +490,10 @@ def _write_put(xp, out, index, source, accumulate, late=None):
                          f"{index.size}")
     if out.size == 0 and index.size:
         raise IndexError("put_(): Tried to put elements into an empty tensor")
-    if index.size:
-        refuse_kernel(out, "take_put_cpu")
     if late is not None:        # (see scatter.in_place)
         late()
+    if index.size:
+        refuse_kernel(out, "take_put_cpu")
     ix = _flat_index(index, out.size).reshape(-1)
     if not accumulate:
         out.reshape(-1)[ix] = source.reshape(-1)
@@ -526,6 +526,3 @@ def _(grad, x, index, source, accumulate, *, needs):
 # they read their inputs while writing out of order: PyTorch refuses any aliasing of the two
 for _aliasing_refused in (index_select, index_add, index_reduce, index_copy, take):
     _aliasing_refused.refuse_aliased_inputs()
-# their in-place forwards (``in_place``) refuse an expanded self after their own checks
-for _late in (index_add, index_reduce, index_copy, put):
-    _late.checks_internal_overlap = True

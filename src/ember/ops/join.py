@@ -15,7 +15,7 @@ from ember.backend import xp_of
 from ember.ops._dims import (check_overloaded_dims, int_param, int_sequence,
                              invalid_combination, is_index, type_name, wrap_dim,
                              wrap_dim_of_sized)
-from ember.ops._promotion import BINARY
+from ember.ops._promotion import BINARY, Policy
 from ember.ops._arg_aliases import UNSET, alias_arg, numpy_names
 from ember.ops._registry import REGISTRY, op
 
@@ -53,7 +53,22 @@ def _cat_dim(shapes, dim):
     return d
 
 
-@op("cat(tensors, dim=0)", inputs=("tensors*",), promote=BINARY, upcast=False, scalars=False,
+def _no_zero_dim(name, operands):
+    """cat's refusal of a 0-dim tensor, which PyTorch checks before it promotes dtypes: here
+    only where promoting would fail (else the forward refuses it, after dim's checks)."""
+    kinds = [kind for _, kind in operands]
+    if D.ZERO_DIM not in kinds:
+        return
+    try:
+        BINARY.rule(D.result_type_of(operands), name, operands)
+    except (NotImplementedError, RuntimeError):     # (PromotionError is a RuntimeError)
+        raise RuntimeError(f"zero-dimensional tensor (at position {kinds.index(D.ZERO_DIM)}) "
+                           f"cannot be concatenated") from None
+
+
+@op("cat(tensors, dim=0)", inputs=("tensors*",), promote=Policy("cat", BINARY.rule,
+                                                                first=_no_zero_dim),
+    upcast=False, scalars=False,
     saves_inputs=False, method=False)          # (PyTorch's Tensor has no cat, stack, concat)
 def cat(xp, tensors, dim):
     """The tensors joined along ``dim`` (dtypes promoted; 1-D empty tensors are skipped)."""

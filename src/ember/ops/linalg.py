@@ -103,9 +103,9 @@ def _check_bmm(a, b, batch):
     if b.shape[-2] != a.shape[-1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{batch}, {a.shape[-1]}] but got: [{batch}, {b.shape[-2]}].")
+    _no_bool(a, "bmm")          # (PyTorch's kernel refuses a bool batch1 before the mismatch)
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected scalar type {_name(a)} but found {_name(b)}")
-    _no_bool(a, "bmm")
 
 
 # --- the products -----------------------------------------------------------------------------

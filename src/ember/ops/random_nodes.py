@@ -43,10 +43,17 @@ def sampled(params, sample, node, kernel, out=None):
     tensors = [t for t in params if isinstance(t, Tensor)]
     if not (_GRAD.grad_enabled and any(t.requires_grad for t in tensors)):
         return sample if out is None else _write_out(out, sample._data)
-    if out is not None:
-        raise RuntimeError(f"{kernel}(): functions with out=... arguments don't support "
-                           f"automatic differentiation, but one of the arguments requires grad.")
+    check_out_grad(tensors, kernel, out)
     if sample.dtype.is_complex:
         raise RuntimeError(f"{kernel} does not support automatic differentiation for outputs "
                            f"with complex dtype.")
     return _sampled(tensors, sample._data, node, kernel)
+
+
+def check_out_grad(params, kernel, out):
+    """PyTorch's error for an ``out=`` sample of ``kernel`` whose tensor ``params`` require
+    grad (its first check, before those of the dtypes)."""
+    if out is not None and _GRAD.grad_enabled and any(
+            isinstance(t, Tensor) and t.requires_grad for t in params):
+        raise RuntimeError(f"{kernel}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")

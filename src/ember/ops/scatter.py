@@ -39,8 +39,9 @@ def in_place(write):
         else:
             out = dst.copy()
             write(xp, out, *args, late=lambda: check_internal_overlap(dst))
-            check_internal_overlap(dst)     # (a write that returned early)
+            check_internal_overlap(dst)     # (a write that never calls ``late``)
             xp.copyto(dst, out)
+    forward.checks_internal_overlap = True      # (the dispatcher leaves the check to it)
     return forward
 
 
@@ -87,7 +88,7 @@ def check_scatter_args(x, index, src, dim):
     """PyTorch's checks of a scatter's dtypes, then (for a non-empty index) shapes, in its
     order: an index of another dtype passes when empty; ``index`` is at least 1-D here, ``x``
     and ``src`` (None for a number) as given."""
-    shape, x = list(x.shape), at_least_1d(x)
+    given, x = x, at_least_1d(x)
     if index.size:
         check_index_dtype(index, "scatter")
     if src is not None:
@@ -98,16 +99,19 @@ def check_scatter_args(x, index, src, dim):
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
     if index.ndim != x.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
-    wrong = any(d != dim and n > x.shape[d] for d, n in enumerate(index.shape))
+    shape = index.shape     # (the equal shapes of the common call need no loop)
+    wrong = shape != x.shape and any(d != dim and n > x.shape[d] for d, n in enumerate(shape))
     if wrong and src is not None and src.ndim != index.ndim:   # (PyTorch's order)
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
-    if not wrong and src is not None:       # src's size at each of index's dims (0-d: 1)
-        wrong = any(n > (src.shape[wrap_dim(d, src.ndim)] if src.ndim else 1)
-                    for d, n in enumerate(index.shape))
+    if not wrong and src is not None and src.shape != shape:
+        # src's size at each of index's dims (a 0-d src's: 1)
+        wrong = any(n > m for n, m in zip(shape, src.shape)) if src.ndim == index.ndim else \
+            any(n > (src.shape[wrap_dim(d, src.ndim)] if src.ndim else 1)
+                for d, n in enumerate(shape))
     if wrong:
         extra = "" if src is None else f" and to be no larger size than src {list(src.shape)}"
-        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
-                           f"{shape} apart from dimension {dim}{extra}")
+        raise RuntimeError(f"Expected index {list(shape)} to be no larger than self "
+                           f"{list(given.shape)} apart from dimension {dim}{extra}")
 
 
 def check_scatter_kernel(x, index, src, dim):
@@ -164,15 +168,15 @@ def _write_scatter(xp, out, index, src, dim, value, reduce, late=None):
     tensor_src = hasattr(src, "shape")
     if (src is None) == (value is None):
         raise TypeError("scatter(): expected either a Tensor 'src' or a number 'value'")
+    if reduce is not None and not isinstance(reduce, str):      # (the parser's check)
+        raise TypeError(f"{argument_name(('scatter', 'reduce', None))} must be str, not "
+                        f"{type_name(reduce)}")
     _scatter(xp, out, index, src if tensor_src else None, dim, reduce,
              None if tensor_src else (src if value is None else value), check_reduce=True,
              late=late)
 
 
 def _check_reduce(reduce, tensor_src):
-    if reduce is not None and not isinstance(reduce, str):      # (the parser's check)
-        raise TypeError(f"{argument_name(('scatter', 'reduce', None))} must be str, not "
-                        f"{type_name(reduce)}")
     if reduce is not None:
         if reduce not in ("add", "multiply"):
             raise RuntimeError("reduce argument must be either add or multiply.")
@@ -384,5 +388,3 @@ from ember.ops import index_dim, scatter_reduction  # noqa: E402,F401
 # they read their inputs while writing out of order: PyTorch refuses any aliasing of the two
 for _aliasing_refused in (gather, scatter, scatter_add):
     _aliasing_refused.refuse_aliased_inputs()
-# their in-place forwards (``in_place``) refuse an expanded self after their own checks
-scatter.checks_internal_overlap = scatter_add.checks_internal_overlap = True

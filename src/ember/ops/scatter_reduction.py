@@ -9,7 +9,7 @@ from ember import _dtype as D
 from ember._tensor import _make
 from ember.backend import bincount, combine_at, xp_of
 from ember.ops._along import REDUCERS, at_least_1d, flat_positions, region, wide
-from ember.ops._dims import argument_name, type_name, wrap_dim
+from ember.ops._dims import argument_name, int_param, type_name, wrap_dim
 from ember.ops._promotion import refuse_kernel
 from ember.ops._registry import op
 from ember.ops.binary_math import where
@@ -37,19 +37,20 @@ def _identity(reduce, dtype):
 
 
 def _write(xp, out, index, src, dim, reduce, include_self, late=None):
-    dim = wrap_dim(dim, out.ndim)
-    out1, ix, src1 = at_least_1d(out), at_least_1d(index), at_least_1d(src)
-    check_scatter_args(out, ix, src, dim)       # PyTorch's order: these, then reduce
-    if not isinstance(reduce, str):             # (the parser's check)
+    dim = int_param(dim, ("scatter_reduce", "dim", 1), strict=True)    # (the parser's checks)
+    if not isinstance(reduce, str):
         raise TypeError(f"{argument_name(('scatter_reduce', 'reduce', 4))} must be str, not "
                         f"{type_name(reduce)}")
+    dim = wrap_dim(dim, out.ndim)
+    out1, ix, src1 = at_least_1d(out), at_least_1d(index), at_least_1d(src)
+    check_scatter_args(out, ix, src, dim)       # PyTorch's order: these, self's overlap, reduce
+    if late is not None:                        # (see scatter.in_place)
+        late()
     reduce = _ALIASES.get(reduce, reduce)
     if reduce not in _REDUCTIONS:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
     kind, name = out.dtype.kind, D.FROM_NUMPY[out.dtype]._torch_name
-    if late is not None:                        # (see scatter.in_place)
-        late()
     if ix.size == 0:
         if reduce == "mean" and kind == "b":    # (it still divides by the counts)
             raise NotImplementedError(f"\"div_floor_cpu\" not implemented for '{name}'")
@@ -91,7 +92,6 @@ def scatter_reduce(xp, x, index, src, dim, reduce, include_self):
 
 
 scatter_reduce.inplace_variant(in_place(_write))
-scatter_reduce.checks_internal_overlap = True       # (in_place refuses an expanded self)
 
 
 # --- gradients --------------------------------------------------------------------------------

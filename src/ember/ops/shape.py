@@ -699,8 +699,9 @@ Tensor.sum_to_size = sum_to_size
 def _is_same_size(input, other, offset):
     for pos, (name, x) in enumerate((("input", input), ("other", other))):
         if not isinstance(x, Tensor):
+            from ember._from_data import _tp_name      # (numpy.int8, as CPython's C API)
             raise TypeError(f"is_same_size(): argument '{name}' (position {pos + offset}) must "
-                            f"be Tensor, not {type(x).__name__}")
+                            f"be Tensor, not {_tp_name(x)}")
     return input.shape == other.shape
 
 
@@ -721,11 +722,11 @@ Tensor.is_same_size = _is_same_size_method
 
 def broadcast_shapes(*shapes):
     """The shape that tensors of the given ``shapes`` broadcast to."""
-    result = []
+    # (sized to the longest shape from the start: a mismatch's message shows the padded dims)
+    result = [1] * max((1 if isinstance(s, int) else len(s) if isinstance(s, (tuple, list))
+                        else 0 for s in shapes), default=0)
     for i, shape in enumerate(shapes):
         shape = int_tuple(shape, "broadcast_shapes(): argument 'shapes'")
-        if any(s < 0 for s in shape):
-            raise ValueError("Attempting to broadcast a dimension with negative length!")
         for k in range(1, len(shape) + 1):
             n = shape[-k]
             if k > len(result):
@@ -737,6 +738,8 @@ def broadcast_shapes(*shapes):
                 raise RuntimeError(f"Attempting to broadcast a dimension of length {n} at {-k}! "
                                    f"Mismatching argument at index {i} had {had}; but "
                                    f"expected shape should be broadcastable to {result}")
+        if any(n < 0 for n in result):
+            raise ValueError("Attempting to broadcast a dimension with negative length!")
     return Size(result)
 
 

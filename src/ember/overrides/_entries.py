@@ -13,6 +13,7 @@ import sys
 from ember._tensor import Tensor
 from ember.ops import operators
 from ember.ops._inplace import call_inplace
+from ember.ops._entry_points import ENTRY_FUNCTIONS
 from ember.ops._registry import ENTRY_KINDS, call
 from ember.overrides._modes import STACK
 
@@ -24,7 +25,7 @@ def entry(kind, op, inputs, params, out=None, alias=None):
     registry ``op`` made through an entry point of ``kind`` (an in-place one: named ``alias``
     where it is not the op's, ``greater_``)."""
     if kind == "function":
-        return (op.function, *arguments(op, inputs, params, out))
+        return (_function_entry(op), *arguments(op, inputs, params, out))
     if kind == "method":
         func = getattr(Tensor, op.method_name or op.short_name, op.function)
         return (func, *arguments(op, inputs, params, None, method=True))
@@ -39,6 +40,22 @@ def entry(kind, op, inputs, params, out=None, alias=None):
     if kind == "operator_symmetric":        # b.__radd__(a): add(b, a), offered as Tensor.add
         return getattr(Tensor, op.name), tuple(inputs), {}
     return _operator_inplace(op, inputs)
+
+
+def _function_entry(op):
+    """The function ``op``'s call came through: an alias's own (``ember.special.expit``,
+    ``ember.absolute``), which PyTorch offers to ``__torch_function__``, else ``op.function``."""
+    frame = sys._getframe(2)
+    for _ in range(8):                  # (the innermost generated entry point up the stack)
+        if frame is None:
+            break
+        fn = ENTRY_FUNCTIONS.get(frame.f_code)
+        if fn is not None:
+            if getattr(fn, "_ember_op", None) is op and ENTRY_KINDS[frame.f_code] == "function":
+                return fn
+            break
+        frame = frame.f_back
+    return op.function
 
 
 # NOTE [Entry points from frames]

@@ -256,8 +256,10 @@ def default_torch_function(cls, func, types, args, kwargs):
         return NotImplemented           # (PyTorch's call on an ember tensor, see is_foreign_tensor)
     with DisableTorchFunctionSubclass():
         result = func(*args, **(kwargs or {}))
-    if _is_grad_getter(func):
-        return result                   # PyTorch hands .grad back as it is stored
+    if _is_grad_getter(func) or _unswitched(func) is _REDUCE_EX:
+        # PyTorch hands .grad back as it is stored; a pickle's recipe is no result (ember's
+        # holds the storage's root tensor: converted, pickling it would recurse)
+        return result
     return _convert(result, cls, args)
 
 
@@ -272,6 +274,11 @@ def _has_foreign_tensor(args):
 
 
 _GRAD = vars(Tensor)["grad"]
+_REDUCE_EX = vars(Tensor)["__reduce_ex__"]
+
+
+def _unswitched(func):
+    return getattr(func, "original", None) or getattr(func, "_ember_mode_original", func)
 
 
 def _is_grad_getter(func):
