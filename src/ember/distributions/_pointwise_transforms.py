@@ -227,9 +227,9 @@ class AffineTransform(Transform):
         else:
             result = self.scale.abs().log()
         if self.event_dim:
-            result = result.reshape(result.shape[:result.dim() - self.event_dim] + (-1,))
-            result = result.sum(-1)
-            shape = shape[:len(shape) - self.event_dim]
+            # (Python's slices: an event_dim past the scale's dims sums all of it)
+            result = result.reshape(result.shape[:-self.event_dim] + (-1,)).sum(-1)
+            shape = shape[:-self.event_dim]
         return result.expand(shape)
 
     def forward_shape(self, shape):

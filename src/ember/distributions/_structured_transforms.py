@@ -34,12 +34,13 @@ class CorrCholeskyTransform(Transform):
         return isinstance(other, CorrCholeskyTransform)
 
     def _call(self, x):
+        x = x.tanh()        # (an integer x's is float: its eps is the float's)
         eps = ember.finfo(x.dtype).eps
-        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        r = vec_to_tril_matrix(x.clamp(min=-1 + eps, max=1 - eps), diag=-1)
         # 1 - sum_{k<j} L_ik^2 = prod_{k<j} (1 - r_ik^2): cumulative product of sqrt(1 - r^2)
         remaining = (1 - r * r).sqrt().cumprod(-1)
         remaining = F.pad(remaining[..., :-1], [1, 0], value=1.0)
-        eye = ember.eye(r.shape[-1], dtype=x.dtype, device=x.device)
+        eye = ember.eye(r.shape[-1], dtype=r.dtype, device=r.device)
         return (r + eye) * remaining
 
     @staticmethod
@@ -49,7 +50,7 @@ class CorrCholeskyTransform(Transform):
 
     def _inverse(self, y):
         r = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(self._remaining(y), -1).sqrt()
-        return 0.5 * (r.log1p() - (-r).log1p())               # atanh(r)
+        return (r.log1p() - (-r).log1p()) / 2                 # atanh(r)
 
     def log_abs_det_jacobian(self, x, y, intermediates=None):
         stick_breaking = 0.5 * tril_matrix_to_vec(self._remaining(y), diag=-1).log().sum(-1)
@@ -83,7 +84,8 @@ class SoftmaxTransform(Transform):
         return isinstance(other, SoftmaxTransform)
 
     def _call(self, x):
-        probs = (x - x.amax(-1, keepdim=True)).exp()
+        # (max, not amax: its errors for an empty or a complex x are PyTorch's)
+        probs = (x - x.max(-1, keepdim=True).values).exp()
         return probs / probs.sum(-1, keepdim=True)
 
     def _inverse(self, y):
@@ -115,7 +117,12 @@ class StickBreakingTransform(Transform):
     @staticmethod
     def _log_offset(n, like):
         """log(K - k) for k = 0 .. n - 1 when there are K = n entries to break off."""
-        return ember.arange(n, 0, -1, dtype=like.dtype, device=like.device).log()
+        dtype = like.dtype
+        if dtype.is_complex:
+            dtype = dtype.to_real()
+        elif not dtype.is_floating_point:   # (counted in int64: a bool or integer x)
+            dtype = ember.int64
+        return ember.arange(n, 0, -1, dtype=dtype, device=like.device).log()
 
     def _call(self, x):
         z = _clipped_sigmoid(x - self._log_offset(x.shape[-1], x))

@@ -89,11 +89,16 @@ class _IndependentConstraint(Constraint):
     """``base`` with ``reinterpreted_batch_ndims`` more dimensions counted as the event."""
 
     def __init__(self, base_constraint, reinterpreted_batch_ndims):
+        # (AssertionErrors, as PyTorch's; raised, so that python -O keeps the checks)
         if not isinstance(base_constraint, Constraint):
-            raise TypeError(f"expected a Constraint, got {type(base_constraint).__name__}")
-        if not isinstance(reinterpreted_batch_ndims, int) or reinterpreted_batch_ndims < 0:
-            raise ValueError("reinterpreted_batch_ndims must be a non-negative int, got "
-                             f"{reinterpreted_batch_ndims!r}")
+            raise AssertionError("base_constraint must be a Constraint, got "
+                                 f"{type(base_constraint).__name__}")
+        if not isinstance(reinterpreted_batch_ndims, int):
+            raise AssertionError("reinterpreted_batch_ndims must be an int, got "
+                                 f"{type(reinterpreted_batch_ndims).__name__}")
+        if reinterpreted_batch_ndims < 0:
+            raise AssertionError("reinterpreted_batch_ndims must be >= 0, got "
+                                 f"{reinterpreted_batch_ndims}")
         self.base_constraint = base_constraint
         self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
 

@@ -275,12 +275,16 @@ class ComposeTransform(Transform):
         for part in self.parts[:-1]:
             xs.append(part(xs[-1]))
         xs.append(y)
-        total = 0
+        terms = []
         event_dim = self.domain.event_dim
         for part, x_in, y_out in zip(self.parts, xs[:-1], xs[1:]):
             term = part.log_abs_det_jacobian(x_in, y_out)
-            total = total + _sum_rightmost(term, event_dim - part.domain.event_dim)
+            terms.append(_sum_rightmost(term, event_dim - part.domain.event_dim))
             event_dim += part.codomain.event_dim - part.domain.event_dim
+        # (the first term itself, not 0 + it: a -0.0 and its grad_fn survive one part)
+        total = terms[0]
+        for term in terms[1:]:
+            total = total + term
         return total
 
     def forward_shape(self, shape):

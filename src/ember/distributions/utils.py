@@ -16,7 +16,7 @@ def _sum_rightmost(value, dim):
     """Sum the rightmost ``dim`` dimensions of ``value`` (a number is returned as it is)."""
     if dim == 0:
         return value
-    return value.reshape(value.shape[:value.dim() - dim] + (-1,)).sum(-1)
+    return value.reshape(value.shape[:-dim] + (-1,)).sum(-1)
 
 
 def broadcast_all(*values):
@@ -107,8 +107,9 @@ def lazy_logits_and_probs(is_binary=False):
 def tril_matrix_to_vec(mat, diag=0):
     """The lower triangle (from diagonal ``diag``) of each matrix of ``mat``, row by row."""
     n = mat.shape[-1]
-    rows, cols = ember.tril_indices(n, n, offset=diag, device=mat.device)
-    return mat[..., rows, cols]
+    # (a mask, not index pairs: a matrix that is not square is an IndexError)
+    mask = ember.ones(n, n, dtype=ember.bool, device=mat.device).tril(diag)
+    return mat[..., mask]
 
 
 def _tril_count(n, diag):

@@ -143,6 +143,11 @@ class TransformLeaf(Tensor):
 
 _PRIMALS = {False: ForwardPrimal, "view": DualViewPrimal}
 _RELEASED = frozenset((ForwardPrimal, DualPrimal, DualViewPrimal, TransformLeaf))
+# PyTorch's inputs are plain tensors: messages that name an argument's type (``type(x).__name__``,
+# e.g. a distribution's validation error) say "Tensor" (__qualname__ keeps the real name)
+for _cls in _RELEASED:
+    _cls.__name__ = "Tensor"
+del _cls
 
 
 def leaf_for(leaf):
