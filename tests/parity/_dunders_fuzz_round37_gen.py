@@ -19,22 +19,20 @@ import math
 import operator
 import pickle
 import random
-import warnings
 
 import numpy as np
 
 import ember
 from tests.parity._compare import dtype_name
-from tests.parity._fft_fuzz_round36_gen import _node, _np_values, _same, _tensors
+from tests.parity._fft_fuzz_round36_gen import (Diverged, _node, _np_values, _same, _tensors,
+                                                run_both)
+from tests.parity._fft_fuzz_round36_gen import _call as base_call
+from tests.parity._fft_fuzz_round36_gen import compare as base_compare
 
 try:
     import torch
 except ImportError:     # the test module skips
     torch = None
-
-
-class Diverged(Exception):
-    pass
 
 
 def _msg(text):
@@ -46,18 +44,13 @@ def _msg(text):
 # PyTorch warns of these once per process (ember too, but each test may run first); and
 # NumPy 2's deprecation of PyTorch's __array_wrap__ signature (ember's takes the arguments)
 _ONCE = ("The use of `x.T`", "is deprecated on 0-D tensors", "__array_wrap__ must accept",
-         "ComplexHalf support is experimental")
+         "ComplexHalf support is experimental",
+         "Converting a tensor with requires_grad=True to a scalar")
 
 
 def _call(fn, *args):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            out = True, fn(*args)
-        except Exception as exc:  # noqa: BLE001 - the error itself is compared
-            out = False, (type(exc).__name__, _msg(exc))
-    return out, sorted({(w.category.__name__, _msg(w.message)[:70]) for w in caught
-                        if not any(m in str(w.message) for m in _ONCE)})
+    """The FFT fuzzer's ``_call`` with this fuzzer's messages and once-warnings."""
+    return base_call(fn, *args, msg=_msg, once=_ONCE, width=70)
 
 
 _DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "int64", "float16", "bfloat16",
@@ -419,23 +412,9 @@ def _values(lib, x):
 
 
 def compare(label, tres, eres):
-    (tok, tval), twarn = tres
-    (eok, evl), ewarn = eres
-    if tok != eok:
-        raise Diverged((label, "raised", tval if not tok else "ok", evl if not eok else "ok"))
-    if not tok:
-        if tval != evl:
-            raise Diverged((label, "error", tval, evl))
-        return
-    if twarn != ewarn:
-        raise Diverged((label, "warnings", twarn, ewarn))
-    td, ed = _describe(torch, tval), _describe(ember, evl)
-    if td != ed:
-        raise Diverged((label, "result", td, ed))
-    for k, (a, b) in enumerate(zip(_tensors(torch, tval), _tensors(ember, evl))):
-        av, bv = _values(torch, a), _values(ember, b)
-        if not _same(av, bv, _TOL.get(_dtype_name(a.dtype), 1e-7)):
-            raise Diverged((label, f"values[{k}]", av, bv))
+    """The FFT fuzzer's comparison, with this fuzzer's descriptions and tolerances."""
+    base_compare(label, tres, eres, describe=_describe, values=_values,
+                 tol=lambda dtype: _TOL.get(_dtype_name(dtype), 1e-7))
 
 
 def _grads(label, res, gseed):
@@ -470,10 +449,7 @@ def run_program(seed):
     label = f"{spec[0]}{list(spec[1])} {spec[2]} grad={spec[4]}: {label}"
     gseed = rng.randrange(1 << 30)
     try:
-        res = {}
-        for lib in (torch, ember):
-            leaf, x = make_input(lib, spec)
-            res[lib] = (leaf, _call(fn, lib, x))
+        res = run_both(fn, spec, make_input, _call)
         compare(label, res[torch][1], res[ember][1])
         (tok, _), _ = res[torch][1]
         if tok and spec[4]:

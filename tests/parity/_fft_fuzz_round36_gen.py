@@ -41,15 +41,18 @@ def _msg(text):
 _ONCE = ("only appear once", "Casting complex values to real")
 
 
-def _call(fn, *args):
+def _call(fn, *args, msg=_msg, once=_ONCE, width=60):
+    """``((True, fn(*args)) or (False, (error type, msg(error))), the warnings)``: the
+    distinct warnings as (category, the first ``width`` characters), those naming an entry of
+    ``once`` left out."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             out = True, fn(*args)
         except Exception as exc:  # noqa: BLE001 - the error itself is compared
-            out = False, (type(exc).__name__, _msg(exc))
-    return out, sorted({(w.category.__name__, _msg(w.message)[:60]) for w in caught
-                        if not any(m in str(w.message) for m in _ONCE)})
+            out = False, (type(exc).__name__, msg(exc))
+    return out, sorted({(w.category.__name__, msg(w.message)[:width]) for w in caught
+                        if not any(m in str(w.message) for m in once)})
 
 
 _DTYPES = ["float32", "float64", "float64", "float64", "float16", "bfloat16", "int64",
@@ -303,7 +306,12 @@ def _op(rng, spec):
 
 # --- comparing -------------------------------------------------------------------------------
 
-def compare(label, tres, eres):
+def compare(label, tres, eres, *, describe=None, tensors=None, values=None, tol=None):
+    """Raise Diverged where two ``_call`` results differ; the round-37 fuzzers pass their own
+    ``describe(lib, out)``, ``tensors(lib, out)``, ``values(lib, t)`` and ``tol(dtype)``."""
+    describe, tensors = describe or _describe, tensors or _tensors
+    values = values or _np_values
+    tol = tol or (lambda dtype: _TOL.get(str(dtype).split(".")[1], 1e-6))
     (tok, tval), twarn = tres
     (eok, evl), ewarn = eres
     if tok != eok:
@@ -314,13 +322,34 @@ def compare(label, tres, eres):
         return
     if twarn != ewarn:
         raise Diverged((label, "warnings", twarn, ewarn))
-    td, ed = _describe(torch, tval), _describe(ember, evl)
+    td, ed = describe(torch, tval), describe(ember, evl)
     if td != ed:
         raise Diverged((label, "result", td, ed))
-    for k, (a, b) in enumerate(zip(_tensors(torch, tval), _tensors(ember, evl))):
-        av, bv = _np_values(torch, a), _np_values(ember, b)
-        if not _same(av, bv, _TOL.get(str(a.dtype).split(".")[1], 1e-6)):
+    for k, (a, b) in enumerate(zip(tensors(torch, tval), tensors(ember, evl))):
+        av, bv = values(torch, a), values(ember, b)
+        if not _same(av, bv, tol(a.dtype)):
             raise Diverged((label, f"values[{k}]", av, bv))
+
+
+def run_both(fn, spec, make=None, call=_call):
+    """``{lib: (leaf, call(fn, lib, x))}`` for the leaf and input ``make(lib, spec)`` (by
+    default ``make_input``) in torch and in ember."""
+    res = {}
+    for lib in (torch, ember):
+        leaf, x = (make or make_input)(lib, spec)
+        res[lib] = (leaf, call(fn, lib, x))
+    return res
+
+
+def compare_out(label, fn, inputs, call=_call):
+    """Compare ``call(fn, lib, inputs(lib))`` run under no_grad in torch and in ember (the
+    out= variants)."""
+    res = {}
+    for lib in (torch, ember):
+        x = inputs(lib)
+        with lib.no_grad():
+            res[lib] = call(fn, lib, x)
+    compare(label, res[torch], res[ember])
 
 
 def _grads(label, res, gseed):
@@ -427,10 +456,7 @@ def run_program(seed):
     use_out = name in _ONE + _TWO + _ND and rng.random() < 0.25
     oseed, gseed = rng.random(), rng.randrange(1 << 30)
     try:
-        res = {}
-        for lib in (torch, ember):
-            leaf, x = make_input(lib, spec)
-            res[lib] = (leaf, _call(fn, lib, x))
+        res = run_both(fn, spec)
         compare(label, res[torch][1], res[ember][1])
         (tok, tval), _ = res[torch][1]
         if tok and spec[4]:
@@ -441,12 +467,7 @@ def run_program(seed):
                     _modified(label, spec, fn, gseed)
         if use_out and tok and isinstance(tval, torch.Tensor):
             olabel, ofn = _with_out(random.Random(oseed), fn, tval)
-            ores = {}
-            for lib in (torch, ember):
-                _, x = make_input(lib, spec)
-                with lib.no_grad():
-                    ores[lib] = _call(ofn, lib, x.detach())
-            compare(f"{label} {olabel}", ores[torch], ores[ember])
+            compare_out(f"{label} {olabel}", ofn, lambda lib: make_input(lib, spec)[1].detach())
     except Diverged as exc:
         return exc.args[0]
     return None

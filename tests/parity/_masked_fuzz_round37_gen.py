@@ -16,8 +16,8 @@ import random
 
 import numpy as np
 
-from tests.parity._fft_fuzz_round36_gen import (SKIP, Diverged, _call, _grads, _raw, _same,
-                                                _shape, _tangents, compare, make_input)
+from tests.parity._fft_fuzz_round36_gen import (SKIP, Diverged, _grads, _raw, _same, _shape,
+                                                _tangents, compare, run_both)
 
 try:
     import torch
@@ -213,10 +213,7 @@ def run_program(seed):
     label = f"{spec[0]}{list(spec[1])} {spec[2]} grad={spec[4]}: {label}"
     gseed = rng.randrange(1 << 30)
     try:
-        res = {}
-        for lib in (torch, ember):
-            leaf, x = make_input(lib, spec)
-            res[lib] = (leaf, _call(fn, lib, x))
+        res = run_both(fn, spec)
         compare(label, res[torch][1], res[ember][1])
         (tok, tval), _ = res[torch][1]
         if tok and spec[4]:

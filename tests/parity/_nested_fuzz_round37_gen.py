@@ -22,6 +22,7 @@ import numpy as np
 
 import ember
 from tests.parity._fft_fuzz_round36_gen import Diverged, _call, _node, _np_values, _same
+from tests.parity._fft_fuzz_round36_gen import compare as base_compare
 
 try:
     import torch
@@ -347,23 +348,9 @@ def _tensors(lib, out):
 
 
 def compare(label, tres, eres):
-    (tok, tval), twarn = tres
-    (eok, evl), ewarn = eres
-    if tok != eok:
-        raise Diverged((label, "raised", tval if not tok else "ok", evl if not eok else "ok"))
-    if not tok:
-        if tval[0] != evl[0] or tval[1].split("\n")[0] != evl[1].split("\n")[0]:
-            raise Diverged((label, "error", tval, evl))
-        return
-    if twarn != ewarn:
-        raise Diverged((label, "warnings", twarn, ewarn))
-    td, ed = _describe(torch, tval), _describe(ember, evl)
-    if td != ed:
-        raise Diverged((label, "result", td, ed))
-    for k, (a, b) in enumerate(zip(_tensors(torch, tval), _tensors(ember, evl))):
-        av, bv = _np_values(torch, a), _np_values(ember, b)
-        if not _same(av, bv, _TOL.get(str(a.dtype).split(".")[1], 1e-6)):
-            raise Diverged((label, f"values[{k}]", av, bv))
+    """The FFT fuzzer's comparison, with nested results described and unbound."""
+    base_compare(label, tres, eres, describe=_describe, tensors=_tensors,
+                 tol=lambda dtype: _TOL.get(str(dtype).split(".")[1], 1e-6))
 
 
 def _loss(lib, out, gseed):

@@ -21,7 +21,7 @@ import numpy as np
 
 import ember
 from tests.parity._fft_fuzz_round36_gen import (SKIP, Diverged, _call, _grads, _modified,
-                                                _tangents, _with_out, compare,
+                                                _tangents, _with_out, compare, compare_out,
                                                 make_input)
 
 try:
@@ -586,11 +586,7 @@ def run_program(seed):
                     _modified(label, spec, fn, gseed)
         if use_out and tok and isinstance(tval, torch.Tensor):
             olabel, ofn = _with_out(random.Random(oseed), fn, tval)
-            ores = {}
-            for lib in (torch, ember):
-                with lib.no_grad():
-                    ores[lib] = _call(ofn, lib, make_input(lib, spec)[0].detach())
-            compare(f"{label} {olabel}", ores[torch], ores[ember])
+            compare_out(f"{label} {olabel}", ofn, lambda lib: make_input(lib, spec)[0].detach())
     except Diverged as exc:
         return exc.args[0]
     return None

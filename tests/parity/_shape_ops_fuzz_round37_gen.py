@@ -18,7 +18,8 @@ import numpy as np
 
 import ember
 from tests.parity._fft_fuzz_round36_gen import (SKIP, Diverged, _call, _np_values, _same,
-                                                _tensors, _with_out, compare, make_input)
+                                                _tensors, _with_out, compare, compare_out,
+                                                make_input)
 
 try:
     import torch
@@ -672,12 +673,9 @@ def run_program(seed):
                 _agree(label, "jvp", got, 1e-6)
         if use_out and isinstance(tval, torch.Tensor):
             olabel, ofn = _with_out(random.Random(oseed), fn, tval)
-            ores = {}
-            for lib in (torch, ember):
-                xs = [make(lib, sp)[1].detach() for sp in specs]
-                with lib.no_grad():
-                    ores[lib] = _quiet(_call(ofn, lib, xs))
-            compare(f"{label} {olabel}", ores[torch], ores[ember])
+            compare_out(f"{label} {olabel}", ofn,
+                        lambda lib: [make(lib, sp)[1].detach() for sp in specs],
+                        lambda *args: _quiet(_call(*args)))
     except Diverged as exc:
         return exc.args[0]
     return None

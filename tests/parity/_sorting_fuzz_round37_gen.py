@@ -19,7 +19,7 @@ import numpy as np
 
 import ember
 from tests.parity import _fft_fuzz_round36_gen as base
-from tests.parity._fft_fuzz_round36_gen import SKIP, Diverged, _call, _maybe, compare
+from tests.parity._fft_fuzz_round36_gen import SKIP, Diverged, _maybe, compare
 
 torch = base.torch
 
@@ -399,10 +399,7 @@ def run_program(seed):
                                                  "count_nonzero")
     oseed, gseed = rng.random(), rng.randrange(1 << 30)
     try:
-        res = {}
-        for lib in (torch, ember):
-            leaf, x = make_input(lib, spec)
-            res[lib] = (leaf, _call(fn, lib, x))
+        res = base.run_both(fn, spec, make_input)
         compare(label, res[torch][1], res[ember][1])
         (tok, tval), _ = res[torch][1]
         (_, evl), _ = res[ember][1]
@@ -419,19 +416,15 @@ def run_program(seed):
         if use_out and tok and (isinstance(tval, torch.Tensor) or isinstance(tval, tuple)
                                 and all(isinstance(t, torch.Tensor) for t in tval)):
             olabel, make = _with_out(random.Random(oseed), name, tval)
-            ores = {}
-            for lib in (torch, ember):
-                _, x = make_input(lib, spec)
 
-                def ofn(lib, x):
-                    out = make(lib)
-                    res = fn(lib, x, out=lambda _lib: out)
-                    same = [a is b for a, b in zip(res, out)] if isinstance(out, tuple) \
-                        else res is out
-                    return (res, same) if name in _TIES else (res, out, same)
-                with lib.no_grad():
-                    ores[lib] = _call(ofn, lib, x.detach())
-            compare(f"{label} {olabel}", ores[torch], ores[ember])
+            def ofn(lib, x):
+                out = make(lib)
+                res = fn(lib, x, out=lambda _lib: out)
+                same = [a is b for a, b in zip(res, out)] if isinstance(out, tuple) \
+                    else res is out
+                return (res, same) if name in _TIES else (res, out, same)
+            base.compare_out(f"{label} {olabel}", ofn,
+                             lambda lib: make_input(lib, spec)[1].detach())
     except Diverged as exc:
         return exc.args[0]
     return None
