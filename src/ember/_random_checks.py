@@ -111,6 +111,8 @@ def _check_permutation_dtype(dtype, n):
 def _check_std(std, values):
     """PyTorch's errors for a negative (or NaN) standard deviation of ``normal``."""
     if isinstance(std, Tensor):
+        if std.dtype.is_complex:
+            raise RuntimeError("normal expects standard deviation to be non-complex")
         if not bool((values >= 0).all()):
             raise RuntimeError("normal expects all elements of std >= 0.0")
     elif not std >= 0:
@@ -273,6 +275,8 @@ def _randint_args(low, high, size, more):
     if more:
         raise TypeError("randint() takes from 0 to 3 positional arguments")
     position = ""
+    if low is _NOT_GIVEN and high is not None and size is not None:
+        low = 0                             # randint(high=high, size=size)
     if size is None:                        # randint(high, size)
         low, high, size, position = 0, low, high, " (position 2)"
     elif high is None:                      # randint(high, size=size)
@@ -287,6 +291,7 @@ def _randint_args(low, high, size, more):
     if high is None:
         raise TypeError("randint(): missing required argument 'high'")
     for name, bound in (("low", low), ("high", high)):      # a float bound would be drawn
-        where = " (position 1)" if position and name == "high" else ""
-        _check_long(bound, f"randint(): argument '{name}'{where}")
+        if type(bound) is not int or not -2 ** 63 <= bound < 2 ** 63:  # (message on demand)
+            where = " (position 1)" if position and name == "high" else ""
+            _check_long(bound, f"randint(): argument '{name}'{where}")
     return low, high, size

@@ -90,27 +90,35 @@ def _parts(t, generator, kind, a, b):
     """Samples for ``t`` of ``kind`` "uniform" (on [a, b)) or "normal" (mean a, std b); a
     complex ``t`` gets them for its real and its imaginary part, each (PyTorch's sampler of
     the real view)."""
-    shape = tuple(t.shape) + ((2,) if t.dtype.is_complex else ())
+    is_complex = t.dtype.is_complex
+    shape = tuple(t.shape) + (2,) if is_complex else t.shape
     drawn = _drawn_on_device(generator, shape, t.dtype.to_real(), t.device, kind, a, b)
     if drawn is None:
         rng = _rng_on(generator, t.device)
-        token = quiet_fp()      # (PyTorch overflows to inf silently)
-        try:
-            drawn = a + (b - a) * rng.random(shape) if kind == "uniform" else \
-                a + b * rng.standard_normal(shape)
-        finally:
-            loud_fp(token)
-    return drawn[..., 0] + 1j * drawn[..., 1] if t.dtype.is_complex else drawn
+        if kind == "uniform":   # (cannot overflow: uniform_ refuses a span beyond the range)
+            drawn = a + (b - a) * rng.random(shape)
+        else:
+            token = quiet_fp()      # (PyTorch overflows to inf silently)
+            try:
+                drawn = a + b * rng.standard_normal(shape)
+            finally:
+                loud_fp(token)
+    return drawn[..., 0] + 1j * drawn[..., 1] if is_complex else drawn
+
+
+@functools.lru_cache(maxsize=None)
+def _finite_max(dtype):
+    """The largest finite value of the float ``dtype``, as a Python float."""
+    return float(D.finfo(dtype).max)
 
 
 def _check_uniform_bounds(dtype, from_, to):
     """PyTorch's errors for uniform_ bounds outside ``dtype``'s finite range, or whose span
     overflows it."""
-    top = float(D.finfo(dtype).max)
-    name = _c_type(dtype)
+    top = _finite_max(dtype)
     for what, bound in (("from", from_), ("to", to)):
         if not -top <= bound <= top:
-            raise RuntimeError(f"{what} is out of bounds for {name}")
+            raise RuntimeError(f"{what} is out of bounds for {_c_type(dtype)}")
     if to - from_ > top:
         limit = "Double" if dtype is D.float64 else "Float"
         raise RuntimeError(f"uniform_ expects to-from <= std::numeric_limits<{limit}>::max(), "
@@ -157,14 +165,15 @@ def normal_of_tensors(mean, std, generator, out):
         raise RuntimeError(broadcast_message(shapes)) from None
     with ember.no_grad():
         if tuple(output.shape) != shape:
-            if output.numel():
+            if out is not None and out.numel():     # (not the output made here)
                 warn_resized(output.shape, shape)
             output.resize_(shape)
         output.normal_(0.0, 1.0 if isinstance(std, Tensor) else std, generator=generator)
         if isinstance(std, Tensor):
             output.mul_(std)
         output.add_(mean if isinstance(mean, Tensor) else
-                    ember.full((), mean, dtype=output.dtype, device=output.device))
+                    ember.full((), float(mean) if isinstance(mean, int) else mean,  # (read as a
+                               dtype=output.dtype, device=output.device))  # float, 2**70 too)
     return output
 
 
