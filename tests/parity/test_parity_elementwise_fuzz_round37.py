@@ -45,9 +45,6 @@ _LEFT = {
     "positional rounding_mode": (15, 519, 662),
     # isclose: the dtype mismatch is checked before rtol's type
     "isclose's check order": (35,),
-    # clamp_ of a complex self with a number min and a tensor max: the complex refusal
-    # (checked before promotion, round 37 P1) comes before the parser's TypeError
-    "clamp_ complex self, mixed bounds": (68,),
     # clamp of a real tensor by one complex tensor bound: ember's words, not the minimum /
     # maximum kernel's; a complex clamp with out= and grad: its refusal before autograd's
     "clamp's complex refusals": (380, 518),

@@ -408,16 +408,21 @@ def _function_form_error(name, site):
     return combination_error(name, site.positional, keywords, signatures)
 
 
+# clamp_min/clamp_max with a tensor bound run maximum's/minimum's kernel (no complex check)
+_TENSOR_BOUND_KERNELS = {"clamp_min": '"maximum_cpu"', "clamp_max": '"minimum_cpu"'}
+
+
 def _clamp_rule(d, name, operands):
     kinds = [kind for _, kind in operands[1:]]
-    if D.SCALAR in kinds and D.DIM in kinds:
-        raise _mixed_bounds_error(name, operands)
     if d.category == D.COMPLEX:
         if not kinds:
             return d                    # (no bounds: clamp's own error comes first)
         if operands[0][0].category == D.FLOATING and D.DIM not in kinds and \
                 D.ZERO_DIM not in kinds:
             return operands[0][0]       # complex number bounds are read as doubles (_fit)
+        if D.SCALAR not in kinds and name.rstrip("_") in _TENSOR_BOUND_KERNELS:
+            kernel = _TENSOR_BOUND_KERNELS[name.rstrip("_")]  # (a tensor bound: their kernel)
+            raise NotImplementedError(f"{kernel} not implemented for '{d._torch_name}'")
         if operands[0][0].category != D.COMPLEX and D.SCALAR not in kinds and (
                 len(kinds) == 2 or name.rstrip("_") == "clamp"):
             # (one tensor bound: maximum's or minimum's kernel, as the arrays tell)
@@ -439,13 +444,17 @@ def _clamp_refusal(name, d, kernel='"clamp_cpu"'):
     return Refused(message, None, None, BY_ARRAYS["clamp"], d)
 
 
-def _clamp_self_complex(name, operands):
-    if operands[0][0].category == D.COMPLEX and operands[0][1] != D.SCALAR \
-            and len(operands) > 1:
+def _clamp_first(name, operands):
+    """clamp's checks before promotion: the parser's of mixed bounds, then self's dtype."""
+    kinds = [kind for _, kind in operands[1:]]
+    if D.SCALAR in kinds and D.DIM in kinds:
+        raise _mixed_bounds_error(name, operands)
+    if operands[0][0].category == D.COMPLEX and operands[0][1] != D.SCALAR and kinds and (
+            D.SCALAR in kinds or name.rstrip("_") not in _TENSOR_BOUND_KERNELS):
         raise RefusedFirst("clamp is not supported for complex types")
 
 
-_CLAMP = tensor_policy("clamp", _clamp_rule, first=_clamp_self_complex)
+_CLAMP = tensor_policy("clamp", _clamp_rule, first=_clamp_first)
 
 
 # upcast=False: bounds are checked against the tensor's own dtype (c10::Half, not float), and
