@@ -193,7 +193,8 @@ def is_neg(input):
 def resolve_conj(input):
     """``input`` with a lazy conjugation applied: a new tensor for a conjugate view (its values
     materialised), else ``input`` itself."""
-    if type(input) is _Kinds.dual and type(input._fw_tangent) is _Kinds.conj:
+    kinds = _Kinds if _Kinds.conj is not None else _Kinds.load()
+    if type(input) is kinds.dual and type(input._fw_tangent) is kinds.conj:
         # a dual tensor's primal holds its values (hold_values), but its tangent may be a
         # conjugate view (the tangent of ``dual.conj()``): PyTorch resolves both
         out = input.clone()
