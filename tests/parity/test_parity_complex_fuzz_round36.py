@@ -22,9 +22,7 @@ import ember
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
-
-class _Diverged(Exception):
-    pass
+from tests.parity._fft_fuzz_round36_gen import Diverged as _Diverged, _np_values, _node  # noqa: E402
 
 
 def _msg(text):
@@ -51,19 +49,6 @@ _ONCE = ("only appear once", "Casting complex values to real", "is deprecated on
 
 
 _TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "complex64": 1e-4}
-
-
-def _np_values(lib, x):
-    with lib.no_grad():
-        y = x.detach()
-        if y.dtype in (lib.bfloat16, lib.float16):
-            y = y.float()
-        return y.resolve_conj().resolve_neg().numpy().copy()
-
-
-def _node(x):
-    fn = x.grad_fn
-    return None if fn is None else type(fn).__name__
 
 
 def _same_values(a, b, tol):

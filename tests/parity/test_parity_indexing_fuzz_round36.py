@@ -23,14 +23,7 @@ import ember
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
-
-class _Diverged(Exception):
-    pass
-
-
-def _msg(text):
-    text = str(text).replace("ember.", "torch.").replace("ember", "torch").split("\n")[0]
-    return text.split(" (Triggered internally")[0]
+from tests.parity._fft_fuzz_round36_gen import Diverged as _Diverged, _msg, _node  # noqa: E402
 
 
 _ONCE = ("only appear once", "Casting complex values to real")
@@ -56,11 +49,6 @@ def _np(lib, x):
         if y.dtype == lib.float16:
             y = y.float()
         return y.resolve_conj().resolve_neg().numpy().copy()
-
-
-def _node(x):
-    fn = x.grad_fn
-    return None if fn is None else type(fn).__name__
 
 
 def _same(a, b):

@@ -23,14 +23,7 @@ from tests.parity import _nn_functional_fuzz_round36_gen as gen
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
-
-class _Diverged(Exception):
-    pass
-
-
-def _msg(text):
-    text = str(text).replace("ember.", "torch.").replace("ember", "torch").split("\n")[0]
-    return text.split(" (Triggered internally")[0]
+from tests.parity._fft_fuzz_round36_gen import Diverged as _Diverged, _msg, _node  # noqa: E402
 
 
 _ONCE = ("only appear once",)
@@ -58,11 +51,6 @@ def _np_values(lib, x):
         if y.dtype in (lib.bfloat16, lib.float16):
             y = y.float()
         return y.numpy().copy()
-
-
-def _node(x):
-    fn = x.grad_fn
-    return None if fn is None else type(fn).__name__
 
 
 def _describe(lib, out):

@@ -20,14 +20,7 @@ import ember
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.parity
 
-
-class _Diverged(Exception):
-    pass
-
-
-def _msg(text):
-    text = str(text).replace("ember.", "torch.").replace("ember", "torch").split("\n")[0]
-    return text.split(" (Triggered internally")[0]
+from tests.parity._fft_fuzz_round36_gen import Diverged as _Diverged, _msg, _np_values, _node  # noqa: E402
 
 
 def _call(fn, *args):
@@ -49,19 +42,6 @@ _DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloa
            "float32", "float64", "float64", "float64", "complex64", "complex128"]
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 _TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "complex64": 1e-4}
-
-
-def _np_values(lib, x):
-    with lib.no_grad():
-        y = x.detach()
-        if y.dtype in (lib.bfloat16, lib.float16):
-            y = y.float()
-        return y.resolve_conj().resolve_neg().numpy().copy()
-
-
-def _node(x):
-    fn = x.grad_fn
-    return None if fn is None else type(fn).__name__
 
 
 def _same_values(a, b, tol, signed=True):
